@@ -1,0 +1,1 @@
+"""The `swerl` command line: one entry point, a module per command group."""

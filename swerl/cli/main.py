@@ -1,0 +1,40 @@
+"""`swerl`: the entry point. Each command group lives in its own module and registers its subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from swerl import __version__
+from swerl.cli import reward
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="swerl",
+        description="Train and serve code LLMs with reinforcement learning on software-engineering data "
+        "(SWE-RL similarity reward, RLEF execution feedback, Agentless repair).",
+    )
+    parser.add_argument("--version", action="version", version=f"swerl {__version__}")
+    groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
+    reward.register(groups)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; exit status 2 for usage errors, 1 for failures the user can fix."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"swerl: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("swerl: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

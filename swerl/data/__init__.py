@@ -1,0 +1,1 @@
+"""Small data files that ship with swerl (samples for demos and tests)."""
