@@ -1,0 +1,84 @@
+"""The prompt of the repair task. Training, SFT data and Agentless all render it with this one module.
+
+The model sees the issue, then the full text of each context file, then how to write SEARCH/REPLACE
+edits. The format it is taught is exactly what `parse_edits` reads. Any drift between the two would
+make correct-looking answers score -1.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+SYSTEM_PROMPT = (
+    "You are an expert software engineer who fixes issues in real code repositories. "
+    "Before answering, think the problem through step by step inside <think> and </think>. "
+    "After that, give your final answer inside <solution> and </solution>. "
+    "Use each of these four tags exactly once."
+)
+
+_INSTRUCTIONS = """\
+Find the cause of the issue in the files above and fix it with SEARCH/REPLACE edits. Put each edit \
+in its own fenced code block, written exactly like this:
+
+```python
+### path/to/file.py
+<<<<<<< SEARCH
+(exact lines to find)
+=======
+(lines to put instead)
+>>>>>>> REPLACE
+```
+
+Rules:
+- The line after the opening fence is `### ` followed by the file path as shown above.
+- The SEARCH part must copy existing lines of that file exactly, including indentation and blank lines.
+  Include enough surrounding lines to make it unique in the file.
+- You may write several edits. Edits to the same file are applied one after another, in the order written.
+- To create a new file, use a path that is not shown above and leave the SEARCH part empty."""
+
+
+def _fence_for(content: str) -> str:
+    """A backtick fence longer than any run of backticks in `content`, so the content cannot close it."""
+    longest = max((len(run) for run in re.findall(r"`+", content)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _render_file(path: str, content: str) -> str:
+    fence = _fence_for(content)
+    body = content if content.endswith("\n") or not content else content + "\n"
+    return f"### {path}\n{fence}\n{body}{fence}"
+
+
+def render_repair_prompt(
+    problem_statement: str, code_context: Mapping[str, str] | Sequence[tuple[str, str]]
+) -> str:
+    """The user message: the issue, every context file in the order given, then the edit instructions.
+
+    Order matters because the data pipeline shuffles files on purpose. Each file is a `### path` line
+    followed right away by its content in a fence that the content can't close. The fence is longer
+    than any backtick run inside the content. A missing final newline is added to the displayed text
+    only.
+    """
+    files = code_context.items() if isinstance(code_context, Mapping) else code_context
+    rendered_files = "\n\n".join(_render_file(path, content) for path, content in files)
+    return (
+        "We need to resolve the following issue in a code repository.\n\n"
+        f"<issue>\n{problem_statement.strip()}\n</issue>\n\n"
+        "Here are the full contents of files that may be relevant:\n\n"
+        f"{rendered_files}\n\n"
+        f"{_INSTRUCTIONS}\n"
+    )
+
+
+def build_messages(
+    problem_statement: str,
+    code_context: Mapping[str, str] | Sequence[tuple[str, str]],
+    *,
+    system_prompt: str = SYSTEM_PROMPT,
+) -> list[dict[str, str]]:
+    """Chat messages (system, then user) that any tokenizer's chat template can render."""
+    return [
+        {"role": "system", "content": system_prompt},
+        {"role": "user", "content": render_repair_prompt(problem_statement, code_context)},
+    ]
