@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench setup setup-dev clean
+.PHONY: demo test lint bench setup setup-dev system-deps clean
 
 setup:
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/bootstrap.sh
@@ -15,11 +15,14 @@ setup-dev:
 demo: setup
 	$(BIN)/swerl reward demo
 
+system-deps:
+	scripts/system_deps.sh
+
 lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+test: lint system-deps
 	$(BIN)/python -m pytest -n 2 -q
 
 bench: setup-dev

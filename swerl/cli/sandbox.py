@@ -1,0 +1,92 @@
+"""`swerl sandbox ...`: run a solution against a problem's tests in the sandbox, to debug verdicts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from swerl.codecontests.checker import outputs_match
+from swerl.codecontests.feedback import render_feedback
+from swerl.codecontests.problems import parse_problem
+from swerl.sandbox.bwrap import SandboxConfig
+from swerl.sandbox.limits import MIB, Limits
+from swerl.sandbox.pool import run_tests
+
+TEST_SETS = ("public", "private", "generated")
+
+
+def register(groups: argparse._SubParsersAction) -> None:
+    group = groups.add_parser(
+        "sandbox",
+        help="run untrusted programs in the bubblewrap sandbox",
+        description="The sandbox that runs model-written programs for RLEF: no network, read-only system, "
+        "private /tmp, resource limits and a wall-clock timeout (see docs/sandbox.md).",
+    )
+    commands = group.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
+    run = commands.add_parser(
+        "run",
+        help="run a solution on a problem's tests and print each verdict",
+        description="Run a Python solution on the tests of one problem (a JSON object in the "
+        "deepmind/code_contests shape: public_tests / private_tests / generated_tests as "
+        "{input: [...], output: [...]}, optional time_limit and memory_limit_bytes) and print one verdict "
+        "per test, then the feedback the model would see for the first failing public test. Exit status "
+        "0 when every test passed, 1 otherwise.",
+    )
+    run.add_argument("--problem", required=True, type=Path, help="problem file (.json)")
+    run.add_argument("--solution", required=True, type=Path, help="the program to run (.py)")
+    run.add_argument(
+        "--tests",
+        default="public,private,generated",
+        help="comma-separated test sets to run (default: all of public,private,generated)",
+    )
+    run.add_argument(
+        "--time-limit", type=float, metavar="S", help="seconds per test (default: the problem's)"
+    )
+    run.add_argument(
+        "--memory-limit-mb", type=int, metavar="MB", help="address space (default: the problem's)"
+    )
+    run.add_argument("--workers", type=int, metavar="N", help="tests in parallel (default: all cores)")
+    run.add_argument("--json", action="store_true", help="print one JSON object per test instead of a table")
+    run.add_argument(
+        "--unsafe-no-isolation",
+        action="store_true",
+        help="if bubblewrap is unavailable, run the program anyway WITHOUT isolation (it can read and "
+        "write your files and use the network); only for programs you trust",
+    )
+    run.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    sets = [name.strip() for name in args.tests.split(",") if name.strip()]
+    unknown = sorted(set(sets) - set(TEST_SETS))
+    if unknown:
+        raise ValueError(f"unknown test sets {unknown}; choose from {', '.join(TEST_SETS)}")
+    problem = parse_problem(json.loads(args.problem.read_text(encoding="utf-8")))
+    source = args.solution.read_text(encoding="utf-8")
+    limits = problem.limits(Limits()).scaled(
+        time_s=args.time_limit, memory_bytes=args.memory_limit_mb * MIB if args.memory_limit_mb else None
+    )
+    labelled = [(name, i, t) for name in sets for i, t in enumerate(getattr(problem, f"{name}_tests"))]
+    if not labelled:
+        print("the problem has no tests in the chosen sets", file=sys.stderr)
+        return 1
+    config = SandboxConfig(allow_unisolated=args.unsafe_no_isolation)
+    tests = [t for _, _, t in labelled]
+    results = run_tests(
+        source, tests, checker=outputs_match, limits=limits, config=config, workers=args.workers
+    )
+    for (name, index, _), result in zip(labelled, results, strict=True):
+        if args.json:
+            print(json.dumps({"test": f"{name}[{index}]", **result.as_dict()}))
+        else:
+            print(
+                f"{name + f'[{index}]':<16} {result.verdict:<14} wall {result.wall_s:6.3f}s  "
+                f"cpu {result.cpu_s:6.3f}s  mem {result.peak_memory_bytes / MIB:7.1f} MiB"
+            )
+    public = [(t, r) for (name, _, t), r in zip(labelled, results, strict=True) if name == "public"]
+    feedback = render_feedback([t for t, _ in public], [r for _, r in public]) if public else None
+    if feedback and not args.json:
+        print("\n--- feedback for the model ---\n" + feedback)
+    return 0 if all(r.passed for r in results) else 1

@@ -1,0 +1,77 @@
+"""The text the model reads after its program failed a public test (RLEF's execution feedback).
+
+It shows what a contestant would see from a judge that reveals the sample: the input, the expected and
+the actual output, or the end of the traceback, or which limit was hit. Long texts are cut in the middle
+of nothing important: inputs and outputs keep their head (where the first difference usually is),
+tracebacks keep their tail (where the exception is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from swerl.sandbox.pool import TestCase
+from swerl.sandbox.verdict import TestResult, Verdict
+
+MAX_FIELD_CHARS = 1000
+MAX_TRACE_CHARS = 1500
+
+
+def _head(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n... ({len(text) - limit} more characters)"
+
+
+def _tail(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"({len(text) - limit} characters before) ...\n{text[-limit:]}"
+
+
+def _block(title: str, text: str) -> str:
+    return f"{title}:\n```\n{text.rstrip()}\n```"
+
+
+def _explanation(result: TestResult) -> str:
+    messages = {
+        Verdict.WRONG_ANSWER: "Your program produced the wrong output.",
+        Verdict.TIMEOUT: "Your program exceeded the time limit and was stopped.",
+        Verdict.MEMORY_LIMIT: "Your program exceeded the memory limit.",
+        Verdict.OUTPUT_LIMIT: "Your program printed too much output and was stopped.",
+        Verdict.NO_CODE: "No Python code was found in your answer. Put your program in a ```python block.",
+    }
+    if result.verdict in messages:
+        return messages[result.verdict]
+    how = f"signal {result.signal}" if result.signal is not None else f"exit code {result.exit_code}"
+    return f"Your program crashed ({how})."
+
+
+def render_failure(test: TestCase, result: TestResult, max_chars: int = MAX_FIELD_CHARS) -> str:
+    """Feedback for one failed test."""
+    if result.verdict is Verdict.NO_CODE:
+        return _explanation(result)
+    parts = [_explanation(result), _block("Input", _head(test.input, max_chars))]
+    if test.output is not None:
+        parts.append(_block("Expected output", _head(test.output, max_chars)))
+    if result.verdict is Verdict.WRONG_ANSWER:
+        parts.append(_block("Your output", _head(result.stdout_tail, max_chars)))
+    elif result.verdict is Verdict.RUNTIME_ERROR and result.stderr_tail.strip():
+        parts.append(_block("Error", _tail(result.stderr_tail, MAX_TRACE_CHARS)))
+    elif result.verdict is Verdict.MEMORY_LIMIT and result.stderr_tail.strip():
+        parts.append(_block("Error", _tail(result.stderr_tail, MAX_TRACE_CHARS // 3)))
+    return "\n\n".join(parts)
+
+
+def render_feedback(
+    tests: Sequence[TestCase], results: Sequence[TestResult], max_failures: int = 1
+) -> str | None:
+    """Feedback on the first `max_failures` failed tests, or None when all passed (no new turn needed)."""
+    failures = [(t, r) for t, r in zip(tests, results, strict=True) if not r.passed]
+    if not failures:
+        return None
+    if failures[0][1].verdict is Verdict.NO_CODE:
+        return _explanation(failures[0][1])
+    header = f"Your code failed {len(failures)} of {len(tests)} public tests."
+    shown = [render_failure(t, r) for t, r in failures[:max_failures]]
+    return "\n\n".join([header, *shown, "Fix the program and give the complete corrected code."])

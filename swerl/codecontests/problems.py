@@ -1,0 +1,156 @@
+"""Load CodeContests problems from Parquet / JSONL files in the Hugging Face `deepmind/code_contests` schema.
+
+Fields used (as on the Hub): `name`, `description`, `public_tests`, `private_tests`, `generated_tests`
+(each `{input: [...], output: [...]}`), `time_limit` (`{seconds, nanos}` in the Hub's Parquet; a number of
+seconds or null is accepted too), `memory_limit_bytes`, and `solutions` (`{language: [...], solution: [...]}`,
+language 3 = PYTHON3). Problems without public tests (nothing to give feedback on) or without private /
+generated tests (nothing to score on) are dropped and counted by reason; the RLEF paper drops 669 of the
+13,328 training problems this way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swerl.sandbox.limits import Limits
+from swerl.sandbox.pool import TestCase
+
+PYTHON3 = 3
+"""CodeContests' language code for Python 3 (0 unknown, 1 Python 2, 2 C++, 3 Python 3, 4 Java)."""
+NO_PUBLIC_TESTS = "no public tests"
+NO_PRIVATE_TESTS = "no private or generated tests"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One contest problem, reduced to what RLEF needs."""
+
+    name: str
+    description: str
+    public_tests: tuple[TestCase, ...]
+    private_tests: tuple[TestCase, ...]
+    generated_tests: tuple[TestCase, ...] = ()
+    time_limit_s: float | None = None
+    memory_limit_bytes: int | None = None
+    python_solutions: tuple[str, ...] = ()
+
+    @property
+    def held_out_tests(self) -> tuple[TestCase, ...]:
+        """Tests the model never sees: private plus generated (the RLEF reward and the solve rates)."""
+        return self.private_tests + self.generated_tests
+
+    def limits(self, base: Limits | None = None) -> Limits:
+        """`base` with this problem's time and memory limits, where it states them."""
+        return (base or Limits()).scaled(time_s=self.time_limit_s, memory_bytes=self.memory_limit_bytes)
+
+
+@dataclass
+class LoadReport:
+    """The kept problems and how many were dropped for which reason (for the run's log)."""
+
+    problems: list[Problem] = field(default_factory=list)
+    dropped: Counter[str] = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(self.dropped.items()))
+        dropped = sum(self.dropped.values())
+        return f"{len(self.problems)} problems kept, {dropped} dropped ({reasons or 'none'})"
+
+
+def _tests(value: Mapping[str, Any] | None) -> tuple[TestCase, ...]:
+    if not value:
+        return ()
+    inputs, outputs = value.get("input") or [], value.get("output") or []
+    if len(inputs) != len(outputs):
+        raise ValueError(f"tests have {len(inputs)} inputs but {len(outputs)} outputs")
+    return tuple(TestCase(str(i), str(o)) for i, o in zip(inputs, outputs, strict=True))
+
+
+def _seconds(value: Any) -> float | None:
+    """`{seconds, nanos}` (the Hub), a plain number, or null; 0 means unknown in the dataset."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        seconds = (value.get("seconds") or 0) + (value.get("nanos") or 0) / 1e9
+    else:
+        seconds = float(value)
+    return seconds if seconds > 0 else None
+
+
+def _python_solutions(value: Mapping[str, Any] | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    languages, solutions = value.get("language") or [], value.get("solution") or []
+    return tuple(s for lang, s in zip(languages, solutions, strict=False) if lang == PYTHON3)
+
+
+def parse_problem(row: Mapping[str, Any]) -> Problem:
+    """One dataset row as a Problem (raises ValueError on a malformed row)."""
+    memory = row.get("memory_limit_bytes")
+    return Problem(
+        name=str(row.get("name") or ""),
+        description=str(row.get("description") or ""),
+        public_tests=_tests(row.get("public_tests")),
+        private_tests=_tests(row.get("private_tests")),
+        generated_tests=_tests(row.get("generated_tests")),
+        time_limit_s=_seconds(row.get("time_limit")),
+        memory_limit_bytes=int(memory) if memory else None,
+        python_solutions=_python_solutions(row.get("solutions")),
+    )
+
+
+def drop_reason(problem: Problem) -> str | None:
+    """Why a problem cannot be used for RLEF, or None when it can."""
+    if not problem.public_tests:
+        return NO_PUBLIC_TESTS
+    if not problem.held_out_tests:
+        return NO_PRIVATE_TESTS
+    return None
+
+
+def collect(rows: Iterable[Mapping[str, Any]]) -> LoadReport:
+    """Parse rows, keeping usable problems and counting the rest by reason."""
+    report = LoadReport()
+    for row in rows:
+        problem = parse_problem(row)
+        reason = drop_reason(problem)
+        if reason:
+            report.dropped[reason] += 1
+        else:
+            report.problems.append(problem)
+    return report
+
+
+def _rows(path: Path) -> Iterable[Mapping[str, Any]]:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        yield from pq.read_table(path).to_pylist()
+    elif path.suffix in {".jsonl", ".json"}:
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                if line.strip():
+                    yield json.loads(line)
+    else:
+        raise ValueError(f"{path}: expected a .parquet or .jsonl file")
+
+
+def load_problems(*paths: Path | str) -> LoadReport:
+    """Problems from Parquet / JSONL files (e.g. the Hub's shards downloaded once, or test fixtures)."""
+    return collect(row for path in paths for row in _rows(Path(path)))
+
+
+def load_hub(split: str = "train") -> LoadReport:  # pragma: no cover - needs the network
+    """Problems straight from the Hub: `datasets.load_dataset("deepmind/code_contests", split=split)`.
+
+    Downloads ~3 GB on first use (cached by `datasets`); splits are train, valid and test. Tests use
+    `load_problems` on files they write instead.
+    """
+    from datasets import load_dataset
+
+    return collect(load_dataset("deepmind/code_contests", split=split))

@@ -1,0 +1,195 @@
+"""How a program is isolated: the bubblewrap command line, the interpreter, and the uid it runs under.
+
+Isolation is built from three independent layers so that one mistake does not open the machine:
+
+* bubblewrap namespaces: a new mount namespace that shows only the read-only system (/usr and the
+  /bin, /lib symlinks, a few /etc files), a fresh tmpfs /tmp, a private /proc and a minimal /dev; no
+  network (empty net namespace), its own pid / ipc / uts namespaces. The project, home directories and
+  other runs are simply not mounted.
+* an unprivileged uid per worker slot (when we are root): processes start under a uid no one else uses,
+  so RLIMIT_NPROC, which the kernel counts per uid and ignores for root, really caps fork bombs, and so
+  that even a bubblewrap bug leaves the program without root's rights.
+* rlimits (limits.py) and the runner's wall clock / output caps.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+SANDBOX_PROGRAM = "/sandbox/main.py"
+"""Where the program appears inside the sandbox (read-only)."""
+
+UID_BASE = 1_000_000
+"""First uid of the range handed to sandbox slots; uids from here on must belong to no real account."""
+SLOTS_PER_PROCESS = 256
+"""Slots one Python process may run at once; each process gets its own block of uids (by its pid)."""
+
+_ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives")
+_ROOT_ENTRIES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_INTERPRETERS = ("/usr/bin/python3", "/usr/local/bin/python3")
+
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONIOENCODING": "utf-8",
+}
+"""The whole environment a program sees: nothing of ours (tokens, paths) leaks in."""
+
+
+class SandboxUnavailable(RuntimeError):
+    """Bubblewrap is missing or does not work here, and unisolated execution was not allowed."""
+
+
+def default_python() -> str:
+    """A system Python 3: it lives under /usr, which the sandbox mounts anyway, so no extra path shows."""
+    for candidate in _INTERPRETERS:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which("python3")
+    return found or sys.executable
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Where and how programs run. The defaults isolate; `allow_unisolated` is an explicit, loud opt-out."""
+
+    python: str = ""
+    """Interpreter for the programs (default: the system python3)."""
+    python_args: tuple[str, ...] = ("-I",)
+    """-I: ignore PYTHON* variables and the user site, so the program sees only the standard library."""
+    bwrap: str = ""
+    """Path of bubblewrap (default: found on PATH)."""
+    allow_unisolated: bool = False
+    """Run without bubblewrap if it is missing: only rlimits, a uid switch (root) and the timeout remain."""
+    uid_base: int = UID_BASE
+
+    def interpreter(self) -> str:
+        return self.python or default_python()
+
+
+@functools.cache
+def _bwrap_works(path: str) -> str | None:
+    """None when `path` can build a sandbox here, else why not (user namespaces may be disabled)."""
+    probe = [path, "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--", "/bin/true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=30, check=False)
+    except OSError as err:
+        return str(err)
+    return None if done.returncode == 0 else done.stderr.decode(errors="replace").strip()
+
+
+def isolation_available(config: SandboxConfig | None = None) -> str | None:
+    """None when isolated runs are possible, else a message saying what is missing and how to fix it."""
+    config = config or SandboxConfig()
+    path = config.bwrap or shutil.which("bwrap")
+    if not path:
+        return "bubblewrap (bwrap) is not installed; install it with `apt-get install -y bubblewrap`"
+    problem = _bwrap_works(path)
+    if problem:
+        return f"bubblewrap at {path} cannot create a sandbox here: {problem}"
+    return None
+
+
+_warned_unisolated = False
+
+
+def resolve_bwrap(config: SandboxConfig) -> str | None:
+    """The bubblewrap to use, None for an (allowed) unisolated run; refuses when neither is possible."""
+    global _warned_unisolated
+    problem = isolation_available(config)
+    if problem is None:
+        return config.bwrap or shutil.which("bwrap")
+    if not config.allow_unisolated:
+        raise SandboxUnavailable(
+            f"refusing to run untrusted code without isolation: {problem}. To run it anyway, unprotected, "
+            "pass allow_unisolated=True (CLI: --unsafe-no-isolation)."
+        )
+    if not _warned_unisolated:
+        _warned_unisolated = True
+        message = (
+            f"!!! RUNNING UNTRUSTED CODE WITHOUT ISOLATION ({problem}). Programs can read and write "
+            "your files and reach the network; only rlimits and the timeout protect this machine. !!!"
+        )
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        print(f"swerl.sandbox: {message}", file=sys.stderr, flush=True)
+    return None
+
+
+def _system_mounts(entries: tuple[str, ...]) -> list[str]:
+    """Mount the system read-only the way the host lays it out (merged /usr: symlinks; else binds)."""
+    args: list[str] = []
+    for entry in entries:
+        if os.path.islink(entry):
+            args += ["--symlink", os.readlink(entry), entry]
+        elif os.path.isdir(entry):
+            args += ["--ro-bind", entry, entry]
+    return args
+
+
+def _interpreter_mounts(python: str) -> list[str]:
+    """Bind the interpreter's installation when it lives outside /usr (e.g. pyenv), read-only."""
+    real = os.path.realpath(python)
+    if real.startswith("/usr/") or real.startswith("/bin/") or real.startswith("/lib"):
+        return []
+    prefix = str(Path(real).parent.parent)
+    return ["--ro-bind", prefix, prefix]
+
+
+def bwrap_argv(
+    bwrap: str, python: str, python_args: tuple[str, ...], program: Path, info_fd: int | None = None
+) -> list[str]:
+    """The full command that runs `program` isolated. Pure apart from reading the host's root layout.
+
+    --as-pid-1 makes the program itself the namespace's init: when it exits or is killed, the kernel kills
+    everything else inside, and bubblewrap reaps it directly, so wait4() on bubblewrap reports the
+    program's CPU time and peak memory and no zombie is left behind to count against the uid's process
+    limit. `info_fd` receives bubblewrap's JSON with the program's host pid (the runner kills that pid
+    first on a timeout, so bubblewrap still reaps it).
+    """
+    argv = [
+        bwrap,
+        "--unshare-all",
+        "--as-pid-1",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+    ]
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
+    argv += _system_mounts(_ROOT_ENTRIES)
+    for path in _ETC_FILES:
+        argv += ["--ro-bind-try", path, path]
+    argv += _interpreter_mounts(python)
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--ro-bind", str(program), SANDBOX_PROGRAM]
+    # bubblewrap's root is a scratch tmpfs; make it read-only so /tmp is the only writable place
+    argv += ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+    for key, value in SANDBOX_ENV.items():
+        argv += ["--setenv", key, value]
+    return [*argv, "--", python, *python_args, SANDBOX_PROGRAM]
+
+
+def slot_uid(config: SandboxConfig, slot: int, pid: int | None = None) -> int | None:
+    """The uid a slot's programs run under, or None when we cannot switch uids (not root).
+
+    Each Python process owns a block of SLOTS_PER_PROCESS uids chosen by its pid, so concurrent batches
+    (pytest-xdist workers, several trainers) never share a uid, and RLIMIT_NPROC, which counts every
+    process of a uid, counts exactly one running program.
+    """
+    if os.geteuid() != 0:
+        return None
+    if not 0 <= slot < SLOTS_PER_PROCESS:
+        raise ValueError(f"slot {slot} out of range 0..{SLOTS_PER_PROCESS - 1}")
+    pid = os.getpid() if pid is None else pid
+    return config.uid_base + (pid % (1 << 22)) * SLOTS_PER_PROCESS + slot

@@ -1,0 +1,244 @@
+"""One run of one program on one input: spawn, feed stdin, capture capped output, enforce the wall clock.
+
+The sandbox is started in a new session, so its process group id is its pid; on a timeout or an output
+flood the whole group gets SIGKILL. Inside bubblewrap, the program lives in its own pid namespace whose
+init dies with bubblewrap (--die-with-parent), and the kernel then kills every process left in the
+namespace, including ones that called setsid() to leave the group; so nothing outlives its test.
+
+Resource figures come from wait4() on bubblewrap: the kernel folds the usage of every reaped descendant
+into it, so CPU time is the whole tree's and peak memory is the largest resident set among them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swerl.sandbox.bwrap import SANDBOX_ENV, SandboxConfig, bwrap_argv, resolve_bwrap, slot_uid
+from swerl.sandbox.limits import Limits, rlimits
+from swerl.sandbox.verdict import Execution
+
+_READ_CHUNK = 1 << 16
+_DRAIN_S = 0.5
+"""After the program exits, how long we wait for its pipes to close (a straggler is then killed)."""
+_VALID_SIGNALS = frozenset(int(s) for s in signal.valid_signals())
+
+
+@contextlib.contextmanager
+def staged_program(source: str) -> Iterator[Path]:
+    """Write a program where the sandbox can bind it from (world-readable, since it runs as another uid)."""
+    directory = Path(tempfile.mkdtemp(prefix="swerl-program-"))
+    try:
+        directory.chmod(0o755)
+        path = directory / "main.py"
+        path.write_text(source, encoding="utf-8")
+        path.chmod(0o644)
+        yield path
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _stdin_fd(data: bytes) -> int:
+    """An in-memory file holding the input: no disk, no pipe to keep fed, readable at the program's pace."""
+    fd = os.memfd_create("swerl-stdin")
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _kill_program(pid: int | None) -> None:
+    """Kill the sandboxed program by its host pid; as the namespace's init, it takes everything inside."""
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _decode_status(status: int, isolated: bool) -> tuple[int | None, int | None]:
+    """(exit code, signal). bubblewrap reports a child killed by signal N as exit status 128 + N."""
+    if os.WIFSIGNALED(status):
+        return None, os.WTERMSIG(status)
+    code = os.waitstatus_to_exitcode(status)
+    if isolated and code > 128 and code - 128 in _VALID_SIGNALS:
+        return None, code - 128
+    return code, None
+
+
+def _program_pid(info: bytes) -> int | None:
+    """The program's host pid from bubblewrap's --info-fd JSON (None until it has been written)."""
+    with contextlib.suppress(ValueError, UnicodeDecodeError):
+        pid = json.loads(info.decode()).get("child-pid")
+        return pid if isinstance(pid, int) else None
+    return None
+
+
+@dataclass
+class _Capture:
+    stdout: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    info: bytearray = field(default_factory=bytearray)
+    timed_out: bool = False
+    exceeded: bool = False
+    exited: bool = False
+
+
+def _capture(proc: subprocess.Popen[bytes], info_fd: int | None, limits: Limits, deadline: float) -> _Capture:
+    """Read stdout / stderr (and bubblewrap's info) until the pipes close and the process has exited.
+
+    Stops early at the wall clock or when an output cap is passed. A pidfd tells us the moment the sandbox
+    exits, so a program that closes its pipes and keeps running still meets the wall clock.
+    """
+    assert proc.stdout is not None and proc.stderr is not None
+    got = _Capture()
+    sinks = {proc.stdout.fileno(): got.stdout, proc.stderr.fileno(): got.stderr}
+    caps = {proc.stdout.fileno(): limits.stdout_bytes, proc.stderr.fileno(): limits.stderr_bytes}
+    if info_fd is not None:
+        sinks[info_fd] = got.info
+        caps[info_fd] = 1 << 16
+    pidfd = os.pidfd_open(proc.pid)
+    with selectors.DefaultSelector() as selector:
+        for fd in sinks:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
+        selector.register(pidfd, selectors.EVENT_READ)
+        open_pipes = set(sinks)
+        while (open_pipes or not got.exited) and not got.exceeded:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                got.timed_out = not got.exited
+                break
+            for key, _ in selector.select(remaining):
+                if key.fd == pidfd:
+                    got.exited = True
+                    selector.unregister(pidfd)
+                    _kill_group(proc.pid)  # stragglers in the group (unisolated runs) go with it
+                    deadline = min(deadline, time.monotonic() + _DRAIN_S)
+                    continue
+                try:
+                    chunk = os.read(key.fd, _READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    selector.unregister(key.fd)
+                    open_pipes.discard(key.fd)
+                    continue
+                sinks[key.fd] += chunk
+                got.exceeded = got.exceeded or len(sinks[key.fd]) > caps[key.fd]
+    os.close(pidfd)
+    return got
+
+
+def _stop(proc: subprocess.Popen[bytes], program_pid: int | None) -> None:
+    """Kill a sandbox that is still running: the program first, so bubblewrap reaps it and exits cleanly
+    (no orphaned zombie keeps counting against the slot's uid); the whole group if that does not do it."""
+    _kill_program(program_pid)
+    try:
+        _wait_exit(proc.pid, _DRAIN_S)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+
+
+def _wait_exit(pid: int, timeout: float) -> None:
+    """Block until `pid` has exited (not reaped), or raise TimeoutExpired."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(pidfd, selectors.EVENT_READ)
+            if not selector.select(timeout):
+                raise subprocess.TimeoutExpired(str(pid), timeout)
+    finally:
+        os.close(pidfd)
+
+
+def execute_file(
+    program: Path, stdin: str | bytes, limits: Limits, config: SandboxConfig, slot: int = 0
+) -> Execution:
+    """Run a staged program once on `stdin` under `limits`; never raises for anything the program does."""
+    uid = slot_uid(config, slot)
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    pairs = rlimits(limits, enforce_processes=uid is not None)
+
+    def apply_limits() -> None:
+        for which, value in pairs:
+            resource.setrlimit(which, value)
+
+    bwrap = resolve_bwrap(config)
+    python = config.interpreter()
+    with contextlib.ExitStack() as stack:
+        if bwrap:
+            info_read, info_write = os.pipe()
+            stack.callback(os.close, info_read)
+            argv = bwrap_argv(bwrap, python, config.python_args, program, info_fd=info_write)
+            workdir, env, pass_fds = "/", dict(SANDBOX_ENV), (info_write,)
+        else:
+            info_read = info_write = None
+            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="swerl-unisolated-"))
+            if uid is not None:
+                os.chown(workdir, uid, uid)
+            argv = [python, *config.python_args, str(program)]
+            env, pass_fds = dict(SANDBOX_ENV, HOME=workdir, TMPDIR=workdir), ()
+        stdin_fd = _stdin_fd(data)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=stdin_fd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=env,
+                pass_fds=pass_fds,
+                start_new_session=True,
+                preexec_fn=apply_limits,
+                user=uid,
+                group=uid,
+                extra_groups=[] if uid is not None else None,
+            )
+        finally:
+            os.close(stdin_fd)
+            if info_write is not None:
+                os.close(info_write)
+        with proc:
+            got = _capture(proc, info_read, limits, start + limits.wall_s)
+            if not got.exited:
+                _stop(proc, _program_pid(bytes(got.info)))
+            _, status, usage = os.wait4(proc.pid, 0)
+            wall = time.monotonic() - start
+            proc.returncode = os.waitstatus_to_exitcode(status)
+    exit_code, sig = _decode_status(status, bwrap is not None)
+    return Execution(
+        exit_code=exit_code,
+        signal=sig,
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        peak_memory_bytes=usage.ru_maxrss * 1024,
+        stdout=bytes(got.stdout[: limits.stdout_bytes]).decode("utf-8", errors="replace"),
+        stderr_tail=bytes(got.stderr[-limits.tail_bytes * 4 :]).decode("utf-8", errors="replace"),
+        timed_out=got.timed_out,
+        output_exceeded=got.exceeded,
+    )
+
+
+def execute_source(
+    source: str, stdin: str | bytes = "", limits: Limits | None = None, config: SandboxConfig | None = None
+) -> Execution:
+    """Stage `source`, run it once, clean up: the simplest entry point (the pool stages once per program)."""
+    with staged_program(source) as program:
+        return execute_file(program, stdin, limits or Limits(), config or SandboxConfig())

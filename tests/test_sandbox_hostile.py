@@ -1,0 +1,215 @@
+"""Hostile programs: each is contained, gets the right verdict, and the next test in its slot is fine."""
+
+from __future__ import annotations
+
+import os
+import socket
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from swerl.sandbox import Job, Limits, SandboxConfig, TestCase, Verdict, run_batch
+from swerl.sandbox.bwrap import SLOTS_PER_PROCESS, UID_BASE, isolation_available
+
+PROJECT = Path(__file__).resolve().parents[1]
+LIMITS = Limits(wall_s=2.0, cpu_s=1.0, memory_bytes=256 << 20, stdout_bytes=1 << 20, file_bytes=1 << 20)
+CANARY = "import sys\nprint(sum(map(int, sys.stdin.read().split())))\n"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _need_bwrap() -> None:
+    problem = isolation_available()
+    if problem:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the sandbox tests isolated: {problem}")
+        pytest.skip(f"!!! SANDBOX ISOLATION TESTS SKIPPED: {problem} !!!")
+
+
+def _host_listener() -> socket.socket:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    return listener
+
+
+LISTENER = None
+
+
+def _programs(port: int) -> dict[str, tuple[str, Verdict, str | None]]:
+    """name -> (source, expected verdict, expected stdout or None)."""
+    return {
+        "fork_bomb": (
+            "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+            Verdict.TIMEOUT,
+            None,
+        ),
+        "infinite_loop": ("while True:\n    pass\n", Verdict.TIMEOUT, None),
+        "sleep_past_timeout": ("import time\ntime.sleep(60)\n", Verdict.TIMEOUT, None),
+        "memory_hog": (
+            "hog = []\nwhile True:\n    hog.append(bytearray(1 << 24))\n",
+            Verdict.MEMORY_LIMIT,
+            None,
+        ),
+        "one_huge_allocation": ("x = bytearray(1 << 33)\n", Verdict.MEMORY_LIMIT, None),
+        "stdout_flood": (
+            "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+            Verdict.OUTPUT_LIMIT,
+            None,
+        ),
+        "stderr_flood": (
+            "import sys\nwhile True:\n    sys.stderr.write('x' * 65536)\n",
+            Verdict.OUTPUT_LIMIT,
+            None,
+        ),
+        "huge_file": (
+            "with open('/tmp/big', 'wb') as f:\n    while True:\n        f.write(b'x' * 65536)\n",
+            Verdict.OUTPUT_LIMIT,
+            None,
+        ),
+        "write_outside_tmp": (
+            textwrap.dedent(f"""
+                ok = []
+                targets = ['/usr/pwned', '/etc/pwned', '/pwned', '/sandbox/pwned']
+                for path in targets + [{str(PROJECT / "pwned")!r}]:
+                    try:
+                        open(path, 'w').write('x')
+                        ok.append(path)
+                    except OSError:
+                        pass
+                open('/tmp/scratch', 'w').write('fine')
+                print('wrote', ok)
+            """),
+            Verdict.PASSED,
+            "wrote []",
+        ),
+        "read_project_and_home": (
+            textwrap.dedent(f"""
+                import os
+                seen = [p for p in [{str(PROJECT)!r}, {str(Path.home())!r}, '/root', '/home', '/work',
+                                    '/etc/passwd', '/etc/shadow'] if os.path.exists(p)]
+                print('seen', seen)
+            """),
+            Verdict.PASSED,
+            "seen []",
+        ),
+        "network": (
+            textwrap.dedent(f"""
+                import socket
+                reached = []
+                for host, port in [('127.0.0.1', {port}), ('1.1.1.1', 53), ('8.8.8.8', 443)]:
+                    try:
+                        socket.create_connection((host, port), timeout=1).close()
+                        reached.append(host)
+                    except OSError:
+                        pass
+                print('reached', reached)
+            """),
+            Verdict.PASSED,
+            "reached []",
+        ),
+        "kill_parent_and_everyone": (
+            "import os, signal\nfor pid in (os.getppid(), -1):\n    try:\n"
+            "        os.kill(pid, signal.SIGKILL)\n    except OSError:\n        pass\nprint('alive')\n",
+            Verdict.PASSED,
+            "alive",
+        ),
+        "background_outlives": (
+            "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\n    os._exit(0)\n"
+            "print('parent done')\n",
+            Verdict.PASSED,
+            "parent done",
+        ),
+        "delete_visible_files": (
+            textwrap.dedent("""
+                import os, shutil
+                gone = []
+                for path in ['/sandbox/main.py', '/usr/bin/python3', '/etc/ld.so.cache']:
+                    try:
+                        os.remove(path)
+                        gone.append(path)
+                    except OSError:
+                        pass
+                shutil.rmtree('/usr/lib', ignore_errors=True)
+                print('deleted', gone)
+            """),
+            Verdict.PASSED,
+            "deleted []",
+        ),
+        "crash": ("raise SystemExit(3)\n", Verdict.RUNTIME_ERROR, None),
+        "sees_previous_tmp": (
+            "import os\nprint('leftover', os.listdir('/tmp'))\n",
+            Verdict.PASSED,
+            "leftover []",
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    """Run every hostile program followed by a canary in one worker slot, so each canary inherits
+    whatever its predecessor left behind."""
+    listener = _host_listener()
+    try:
+        programs = _programs(listener.getsockname()[1])
+        jobs = []
+        for source, _, expected in programs.values():
+            jobs.append(Job(source, [TestCase("", expected)]))
+            jobs.append(Job(CANARY, [TestCase("2 3\n", "5")]))
+        results = run_batch(jobs, limits=LIMITS, workers=1)
+    finally:
+        listener.close()
+    return {name: (results[2 * i][0], results[2 * i + 1][0]) for i, name in enumerate(programs)}
+
+
+@pytest.mark.parametrize("name", list(_programs(0)))
+def test_hostile_program_is_contained(outcomes, name: str) -> None:
+    expected = _programs(0)[name][1]
+    result, canary = outcomes[name]
+    assert result.verdict is expected, (result.verdict, result.stdout_tail, result.stderr_tail[-500:])
+    assert canary.verdict is Verdict.PASSED, (canary, "the next test was affected")
+    assert result.wall_s < LIMITS.wall_s + 1.5
+
+
+def test_background_process_does_not_outlive_its_test(outcomes) -> None:
+    result, _ = outcomes["background_outlives"]
+    assert result.wall_s < 1.5, "the run waited for its background child instead of ending with main"
+    if os.geteuid() == 0:
+        low = UID_BASE + (os.getpid() % (1 << 22)) * SLOTS_PER_PROCESS
+        leftovers = []
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                uid = int(
+                    next(line for line in status.read_text().splitlines() if line.startswith("Uid:")).split()[
+                        1
+                    ]
+                )
+            except (OSError, StopIteration, ValueError):
+                continue
+            if low <= uid < low + SLOTS_PER_PROCESS:
+                leftovers.append(status.parent.name)
+        assert not leftovers, f"sandbox processes left running: {leftovers}"
+
+
+def test_fork_bomb_is_capped_by_process_limit() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("RLIMIT_NPROC per slot needs root (to run each slot under its own uid)")
+    source = textwrap.dedent("""
+        import os, time
+        children = 0
+        for _ in range(200):
+            try:
+                if os.fork() == 0:
+                    time.sleep(3)
+                    os._exit(0)
+                children += 1
+            except OSError:
+                break
+        print(children, flush=True)
+        os._exit(0)
+    """)
+    limits = Limits(wall_s=5, cpu_s=2, processes=10)
+    [[result]] = run_batch([Job(source, [TestCase("")])], limits=limits, config=SandboxConfig())
+    # bubblewrap's own process and the program count against the limit too
+    assert int(result.stdout_tail) == limits.processes - 2
+    assert result.wall_s < 1.5, "children of a finished program must die with it"

@@ -1,0 +1,121 @@
+"""The sandbox's pure parts (limits, verdict rules, command line) and its refusal / opt-out behaviour."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+from pathlib import Path
+
+import pytest
+
+from swerl.sandbox import Limits, SandboxConfig, SandboxUnavailable, TestCase, Verdict, run_tests
+from swerl.sandbox import bwrap as bwrap_module
+from swerl.sandbox.bwrap import bwrap_argv, isolation_available, slot_uid
+from swerl.sandbox.limits import rlimits
+from swerl.sandbox.runner import _decode_status
+from swerl.sandbox.verdict import Execution, failure_verdict
+
+LIMITS = Limits(cpu_s=2.0, memory_bytes=1 << 28)
+
+
+def _run(**changes) -> Execution:
+    base = dict(
+        exit_code=0,
+        signal=None,
+        wall_s=0.1,
+        cpu_s=0.05,
+        peak_memory_bytes=1 << 20,
+        stdout="",
+        stderr_tail="",
+        timed_out=False,
+        output_exceeded=False,
+    )
+    return Execution(**{**base, **changes})
+
+
+@pytest.mark.parametrize(
+    ("changes", "verdict"),
+    [
+        ({}, None),
+        ({"timed_out": True, "exit_code": None, "signal": 9}, Verdict.TIMEOUT),
+        ({"output_exceeded": True, "exit_code": None, "signal": 9}, Verdict.OUTPUT_LIMIT),
+        ({"exit_code": None, "signal": signal.SIGKILL, "cpu_s": 1.99}, Verdict.TIMEOUT),
+        ({"exit_code": None, "signal": signal.SIGXCPU}, Verdict.TIMEOUT),
+        ({"exit_code": None, "signal": signal.SIGXFSZ}, Verdict.OUTPUT_LIMIT),
+        ({"exit_code": 1, "stderr_tail": "Traceback...\nMemoryError\n"}, Verdict.MEMORY_LIMIT),
+        ({"exit_code": 1, "stderr_tail": "OSError: [Errno 27] File too large\n"}, Verdict.OUTPUT_LIMIT),
+        ({"exit_code": None, "signal": signal.SIGKILL, "cpu_s": 0.1}, Verdict.MEMORY_LIMIT),
+        ({"exit_code": 1, "stderr_tail": "ZeroDivisionError\n"}, Verdict.RUNTIME_ERROR),
+        ({"exit_code": None, "signal": signal.SIGSEGV}, Verdict.RUNTIME_ERROR),
+    ],
+)
+def test_failure_verdict_rules(changes, verdict) -> None:
+    assert failure_verdict(_run(**changes), LIMITS) == verdict
+
+
+def test_rlimits_cover_every_limit() -> None:
+    pairs = dict(rlimits(Limits(cpu_s=1.5, processes=7), enforce_processes=True))
+    assert pairs[resource.RLIMIT_CPU] == (2, 2)
+    assert pairs[resource.RLIMIT_NPROC] == (7, 7)
+    assert {resource.RLIMIT_AS, resource.RLIMIT_FSIZE, resource.RLIMIT_NOFILE} <= pairs.keys()
+    assert resource.RLIMIT_NPROC not in dict(rlimits(Limits(), enforce_processes=False))
+
+
+def test_scaled_limits_take_problem_values() -> None:
+    limits = Limits().scaled(time_s=3.0, memory_bytes=1 << 20)
+    assert (limits.cpu_s, limits.wall_s, limits.memory_bytes) == (3.0, 3.0, 1 << 20)
+    assert Limits().scaled(time_s=None) == Limits()
+
+
+def test_decode_status_maps_bwrap_signal_codes() -> None:
+    assert _decode_status(137 << 8, isolated=True) == (None, 9)
+    assert _decode_status(137 << 8, isolated=False) == (137, None)
+    assert _decode_status(3 << 8, isolated=True) == (3, None)
+    assert _decode_status(signal.SIGKILL, isolated=True) == (None, signal.SIGKILL)
+
+
+def test_argv_isolates_everything() -> None:
+    argv = bwrap_argv("bwrap", "/usr/bin/python3", ("-I",), Path("/x/main.py"), info_fd=5)
+    for flag in ("--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session", "--clearenv"):
+        assert flag in argv
+    assert argv[argv.index("--remount-ro") + 1] == "/"
+    assert argv[-3:] == ["/usr/bin/python3", "-I", "/sandbox/main.py"]
+    assert "--share-net" not in argv and "/root" not in argv and str(Path.cwd()) not in argv
+
+
+def test_slot_uids_are_distinct_per_process_and_slot() -> None:
+    config = SandboxConfig()
+    if os.geteuid() != 0:
+        assert slot_uid(config, 0) is None
+        return
+    uids = {slot_uid(config, slot, pid) for pid in (100, 101) for slot in range(3)}
+    assert len(uids) == 6 and min(uids) >= config.uid_base  # type: ignore[type-var]
+    with pytest.raises(ValueError):
+        slot_uid(config, 10_000)
+
+
+def test_missing_bubblewrap_is_refused_with_a_clear_message() -> None:
+    config = SandboxConfig(bwrap="/nonexistent/bwrap")
+    assert isolation_available(config)
+    with pytest.raises(SandboxUnavailable, match="unsafe-no-isolation"):
+        run_tests("print(1)", [TestCase("", "1")], config=config)
+
+
+def test_unisolated_opt_out_warns_and_runs(monkeypatch) -> None:
+    monkeypatch.setattr(bwrap_module, "_warned_unisolated", False)
+    config = SandboxConfig(bwrap="/nonexistent/bwrap", allow_unisolated=True)
+    with pytest.warns(RuntimeWarning, match="WITHOUT ISOLATION"):
+        results = run_tests(
+            "import time\nprint(input())\n", [TestCase("hi\n", "hi"), TestCase("x\n", "y")], config=config
+        )
+    assert [r.verdict for r in results] == [Verdict.PASSED, Verdict.WRONG_ANSWER]
+    timeout = run_tests("while True: pass", [TestCase("")], config=config, limits=Limits(wall_s=1, cpu_s=1))
+    assert timeout[0].verdict is Verdict.TIMEOUT
+
+
+def test_no_code_job_never_runs() -> None:
+    results = run_tests(
+        None, [TestCase("1"), TestCase("2")], config=SandboxConfig(bwrap="/nonexistent/bwrap")
+    )
+    assert [r.verdict for r in results] == [Verdict.NO_CODE, Verdict.NO_CODE]
