@@ -28,7 +28,14 @@ _GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "HOME": "/nonexistent",
 }
-_SWAPS = [("==", "!="), (" < ", " <= "), (" > ", " >= "), ("True", "False"), (" and ", " or "), ("+ 1", "- 1")]
+_SWAPS = [
+    ("==", "!="),
+    (" < ", " <= "),
+    (" > ", " >= "),
+    ("True", "False"),
+    (" and ", " or "),
+    ("+ 1", "- 1"),
+]
 _NUMBER = re.compile(r"\b\d+\b")
 
 
@@ -52,7 +59,9 @@ def git(repo: Path, *args: str) -> str:
     return proc.stdout.decode("utf-8", errors="replace")
 
 
-def stdlib_sources(count: int, rng: random.Random, min_lines: int = 80, max_lines: int = 1500) -> dict[str, str]:
+def stdlib_sources(
+    count: int, rng: random.Random, min_lines: int = 80, max_lines: int = 1500
+) -> dict[str, str]:
     """`count` real Python modules of a realistic size from the standard library, keyed by a repo path."""
     root = Path(sysconfig.get_paths()["stdlib"])
     candidates = []
@@ -88,7 +97,10 @@ def mutate_lines(lines: Sequence[str], rng: random.Random, edits: int) -> list[s
             out[i] = changed
         elif kind < 0.8:
             name = rng.choice(["value", "result", "item", "self._cache", "args"])
-            out[i:i] = [f"{indent}if {name} is None:\n", f"{indent}    raise ValueError('{name} is required')\n"]
+            out[i:i] = [
+                f"{indent}if {name} is None:\n",
+                f"{indent}    raise ValueError('{name} is required')\n",
+            ]
         else:
             del out[i : i + rng.randint(1, 3)]
     return out

@@ -30,8 +30,8 @@ def _add_reward_options(parser: argparse.ArgumentParser) -> None:
         type=_cap,
         default=DEFAULT_MAX_DIFF_CHARS,
         metavar="N",
-        help=f"files whose predicted or oracle diff exceeds N characters score 0 (default {DEFAULT_MAX_DIFF_CHARS:,};"
-        " 'none' disables the cap)",
+        help="files whose predicted or oracle diff exceeds N characters score 0 "
+        f"(default {DEFAULT_MAX_DIFF_CHARS:,}; 'none' disables the cap)",
     )
     parser.add_argument(
         "--workers", type=int, default=None, metavar="N", help="processes to use (default: all cores)"
@@ -80,7 +80,9 @@ def _config(args: argparse.Namespace) -> RewardConfig:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    summary = score_file(args.input, args.output, _config(args), workers=args.workers, progress=not args.quiet)
+    summary = score_file(
+        args.input, args.output, _config(args), workers=args.workers, progress=not args.quiet
+    )
     print(summary.report(), file=sys.stderr)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

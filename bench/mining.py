@@ -1,0 +1,109 @@
+"""Benchmark: `swerl data mine --local` against `git log -p` over the same history (the floor).
+
+Generates a repository with thousands of PR commits (squash and merge, real stdlib source, see
+`data_pipeline.synthetic`), times `git log -p` over it, then times a full `--local` mining run (collect,
+extract, filter, context, render, dedup, Parquet) in a subprocess, and prints the ratio and the peak
+memory of each. Goal (issue 3): at most 3x the floor.
+
+    .venv/bin/python bench/mining.py --prs 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+from data_pipeline.gitstore import safe_env  # noqa: E402
+from data_pipeline.synthetic import HistoryBuilder, random_fix  # noqa: E402
+
+_PEAK = (
+    "import resource, subprocess, sys\n"
+    "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+
+
+def _timed(argv: list[str]) -> tuple[float, float]:
+    """Seconds and peak RSS (MiB, the largest process of the command's tree) of one command.
+
+    Each command runs under its own small parent, so one command's peak cannot mask the other's.
+    """
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK, *argv],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=safe_env(),
+        cwd=ROOT,
+    )
+    return time.perf_counter() - start, int(proc.stdout.strip()) / 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--prs", type=int, default=2000, help="PRs to generate (merges add branch commits)")
+    parser.add_argument("--files", type=int, default=40, help="stdlib modules in the repository")
+    parser.add_argument("--workers", type=int, default=None, help="mining processes (default: all cores)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="swerl-bench-mining-") as tmp:
+        root = Path(tmp)
+        start = time.perf_counter()
+        builder = HistoryBuilder(seed=0, files=args.files)
+        for _ in range(args.prs):
+            random_fix(builder)
+        builder.write(root / "repo")
+        commits = subprocess.run(
+            ["git", "-C", str(root / "repo"), "rev-list", "--count", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        print(f"generated {args.prs} PRs, {commits} commits in {time.perf_counter() - start:.1f} s")
+        floor, floor_mem = _timed(["git", "-C", str(root / "repo"), "log", "-p"])
+        # Warm the clone cache so the measurement is mining, not `git clone` (one-time per repository).
+        cache = root / "cache"
+        subprocess.run(
+            ["git", "clone", "-q", "--bare", str(root / "repo"), str(cache / "bench__repo.git")],
+            check=True,
+            env=safe_env(),
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "swerl.cli.data",
+            "mine",
+            "--local",
+            str(root / "repo"),
+            "--repo-name",
+            "bench/repo",
+            "--clones",
+            str(cache),
+            "--out",
+            str(root / "out"),
+            "--quiet",
+        ]
+        if args.workers:
+            argv += ["--workers", str(args.workers)]
+        mined, mined_mem = _timed(argv)
+        rows = sum(
+            __import__("pyarrow.parquet").parquet.read_metadata(p).num_rows
+            for p in (root / "out" / "data").glob("shard-*.parquet")
+        )
+        print(f"git log -p (floor)   {floor:7.2f} s   peak {floor_mem:7.1f} MiB")
+        print(f"swerl data mine      {mined:7.2f} s   peak {mined_mem:7.1f} MiB   ({rows} rows)")
+        print(f"ratio                {mined / floor:7.2f} x   (goal <= 3x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

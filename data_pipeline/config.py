@@ -1,0 +1,63 @@
+"""Options of a mining run. They are recorded in the manifest, so a resumed run cannot silently mix
+rows made under different options. Secrets (the GitHub token) are never part of it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    """Thresholds of stage 3. Defaults keep PRs that fit a long-context prompt and a reviewable fix."""
+
+    max_files: int = 10
+    max_lines_changed: int = 600
+    max_file_bytes: int = 256_000
+    min_problem_chars: int = 10
+    require_issue: bool = True
+    bot_authors: tuple[str, ...] = (
+        "dependabot",
+        "renovate",
+        "pre-commit-ci",
+        "github-actions",
+        "greenkeeper",
+        "snyk-bot",
+        "pyup-bot",
+        "allcontributors",
+    )
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    """Stage 4: how many tokens of files a prompt may show, and how many unmodified files at most."""
+
+    max_prompt_tokens: int = 16_384
+    max_extra_files: int = 8
+    max_candidate_files: int = 5_000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class MineConfig:
+    filters: FilterConfig = field(default_factory=FilterConfig)
+    context: ContextConfig = field(default_factory=ContextConfig)
+    shard_size: int = 64
+    decontaminate: bool = True
+    decontamination_ids: tuple[str, ...] = ()
+    decontamination_repos: tuple[str, ...] = ()
+    dedup_threshold: float = 0.9
+    tokenizer: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready, as stored in the manifest (id lists are summarised by a hash: they can be long)."""
+        import hashlib
+
+        data = asdict(self)
+        for key in ("decontamination_ids", "decontamination_repos"):
+            values = sorted(data.pop(key))
+            data[key] = {
+                "count": len(values),
+                "sha256": hashlib.sha256("\n".join(values).encode()).hexdigest(),
+            }
+        return data

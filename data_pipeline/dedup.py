@@ -1,0 +1,95 @@
+"""Near-duplicate removal across the whole run: the same fix must not be trained on twice.
+
+The same change reaches a data set many times: backports, cherry-picks, forks in GH Archive, a PR that
+was reverted and re-landed. Two rows are duplicates when their oracle patches change the same lines
+(whitespace aside), and near duplicates when the sets of changed lines have a Jaccard similarity of at
+least the threshold, estimated with MinHash and found with LSH banding. The first row in the run's
+order is kept, so the result does not depend on how shards were scheduled. Tiny patches (a line or
+two) are compared within their repository only: across repositories the same one-line change is
+usually a coincidence, not a copy.
+
+Memory: per kept row, one exact key, plus a 64-value signature and `BANDS` band keys when the patch is
+long enough for near-duplicate search: about 3 KB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+
+_SPACE = re.compile(r"\s+")
+NUM_PERM = 64
+BANDS = 16
+ROWS_PER_BAND = NUM_PERM // BANDS
+MIN_LINES_FOR_NEAR = 5
+MIN_LINES_GLOBAL = 3
+_PRIME = (1 << 61) - 1
+_MASK = (1 << 64) - 1
+_PARAMS = [
+    (
+        int.from_bytes(hashlib.sha256(f"a{i}".encode()).digest()[:8], "big") % (_PRIME - 1) + 1,
+        int.from_bytes(hashlib.sha256(f"b{i}".encode()).digest()[:8], "big") % _PRIME,
+    )
+    for i in range(NUM_PERM)
+]
+
+
+def changed_lines(patch: str) -> list[str]:
+    """The patch's added and removed lines, whitespace-normalised, with their sign."""
+    out = []
+    for line in patch.splitlines():
+        if line[:1] in ("+", "-") and not line.startswith(("+++ ", "--- ")):
+            normal = _SPACE.sub(" ", line[1:]).strip()
+            if normal:
+                out.append(line[0] + normal)
+    return out
+
+
+def _hash64(text: str) -> int:
+    return struct.unpack(
+        "<Q", hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    )[0]
+
+
+def minhash(lines: set[str]) -> list[int]:
+    hashes = [_hash64(line) for line in lines]
+    return [min((a * h + b) % _PRIME for h in hashes) for a, b in _PARAMS]
+
+
+class Deduplicator:
+    """Streams rows in run order; `check` says whether a row duplicates an earlier kept one."""
+
+    def __init__(self, threshold: float = 0.9) -> None:
+        self.threshold = threshold
+        self._exact: set[str] = set()
+        self._bands: dict[tuple[int, bytes], list[str]] = {}
+        self._signatures: dict[str, list[int]] = {}
+
+    def check(self, repo: str, patch: str) -> str | None:
+        """None to keep (and remember) the row; else why it is a duplicate."""
+        lines = changed_lines(patch)
+        scope = "" if len(lines) >= MIN_LINES_GLOBAL else repo.lower()
+        exact = hashlib.sha256("\n".join([scope, *lines]).encode("utf-8", "surrogatepass")).hexdigest()
+        if exact in self._exact:
+            return "same changed lines as an earlier row"
+        unique = set(lines)
+        signature = minhash(unique) if len(unique) >= MIN_LINES_FOR_NEAR and self.threshold < 1 else None
+        keys = []
+        if signature is not None:
+            for band in range(BANDS):
+                chunk = signature[band * ROWS_PER_BAND : (band + 1) * ROWS_PER_BAND]
+                packed = struct.pack(f"<{ROWS_PER_BAND}Q", *(v & _MASK for v in chunk))
+                key = (band, hashlib.blake2b(packed, digest_size=8).digest())
+                keys.append(key)
+                for other_exact in self._bands.get(key, []):
+                    other = self._signatures[other_exact]
+                    same = sum(x == y for x, y in zip(signature, other, strict=True)) / NUM_PERM
+                    if same >= self.threshold:
+                        return f"near duplicate (~{same:.2f} Jaccard) of an earlier row"
+        self._exact.add(exact)
+        if signature is not None:
+            self._signatures[exact] = signature
+            for key in keys:
+                self._bands.setdefault(key, []).append(exact)
+        return None

@@ -1,0 +1,84 @@
+"""Stage 5: the training row, with the prompt rendered by the core's edit format.
+
+A row is kept only if the core's `canonical_answer` can express its oracle as SEARCH/REPLACE edits over
+exactly the shown context. That makes the reward of a perfect answer 1.0 by construction, which the
+tests check on every row (a row whose best answer scores less would teach the policy noise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from data_pipeline.context import ContextResult
+from data_pipeline.extract import Dropped, Extracted
+from data_pipeline.schema import Candidate
+from data_pipeline.tokens import TokenCounter
+from swerl.edit_format import SYSTEM_PROMPT, build_messages, canonical_answer, render_repair_prompt
+
+_SPACE = re.compile(r"\s+")
+
+
+def prompt_overhead(problem: str, count: TokenCounter) -> int:
+    """Tokens of the prompt before any file is added (system prompt, issue, instructions)."""
+    return count(SYSTEM_PROMPT) + count(render_repair_prompt(problem, []))
+
+
+def prompt_tokens(problem: str, files: list[tuple[str, str]], *, count: TokenCounter) -> int:
+    """Tokens of the chat messages exactly as the row stores them (system plus user message)."""
+    return sum(count(message["content"]) for message in build_messages(problem, files))
+
+
+def patch_fingerprint(patch: str) -> str:
+    """A key equal for patches that change the same lines the same way, whitespace aside.
+
+    Used for exact-duplicate detection (backports, cherry-picks, re-submitted PRs); near duplicates are
+    compared by `dedup` on the same changed lines.
+    """
+    changed = [
+        _SPACE.sub(" ", line[1:]).strip()
+        for line in patch.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))
+    ]
+    return hashlib.sha256("\n".join(changed).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def build_row(
+    candidate: Candidate, extracted: Extracted, context: ContextResult, count: TokenCounter
+) -> dict[str, Any]:
+    """The output row. Raises `Dropped("not_expressible")` when no exact answer exists in the format."""
+    code_context = dict(context.files)
+    try:
+        canonical_answer(code_context, extracted.new)
+    except ValueError as err:
+        raise Dropped("not_expressible", str(err)[:200]) from None
+    messages = build_messages(candidate.problem_statement, context.files)
+    problem_tokens = count(candidate.problem_statement)
+    context_tokens = sum(count(text) for _, text in context.files)
+    return {
+        "instance_id": candidate.instance_id,
+        "source": candidate.source,
+        "repo": candidate.repo,
+        "pull_number": candidate.pull_number,
+        "issue_numbers": list(candidate.issue_numbers),
+        "created_at": candidate.created_at,
+        "problem_statement": candidate.problem_statement,
+        "problem_source": candidate.problem_source,
+        "base_commit": extracted.base_commit,
+        "merge_commit": extracted.merge_commit,
+        "code_context": [{"path": p, "content": c} for p, c in context.files],
+        "oracle_new_content": [{"path": p, "content": c} for p, c in sorted(extracted.new.items())],
+        "oracle_patch": extracted.oracle_patch,
+        "test_patch": extracted.test_patch,
+        "changed_test_files": extracted.changed_test_files,
+        "modified_files": sorted(extracted.new),
+        "excluded_files": extracted.excluded_files,
+        "num_context_files": len(context.files),
+        "lines_changed": extracted.lines_changed,
+        "problem_tokens": problem_tokens,
+        "context_tokens": context_tokens,
+        "prompt_tokens": prompt_tokens(candidate.problem_statement, context.files, count=count),
+        "prompt": messages,
+        "dedup_key": patch_fingerprint(extracted.oracle_patch),
+    }

@@ -1,0 +1,244 @@
+"""A mining run: collect -> build (per shard, in parallel) -> dedup, resumable at every shard.
+
+Layout of the output directory:
+
+    manifest.json              config, source identity, resolved state, finished shards and counts
+    collect/shard-NNNNN.parquet  candidates (stage 1); collect/drops-NNNNN.parquet
+    build/shard-NNNNN.parquet    rows after filter, extract, context, render; build/drops-NNNNN.parquet
+    dedup/drops-NNNNN.parquet    near duplicates removed from each build shard
+    data/shard-NNNNN.parquet     final rows (only shards that kept at least one row)
+
+`data/` is the training set: `datasets.load_dataset("parquet", data_dir=OUT / "data")`.
+A killed run started again with the same arguments skips every shard the manifest lists and redoes the
+rest; because shards are deterministic and dedup replays finished shards in order, the final rows are
+identical to those of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from data_pipeline.build import BuildTask, build_shard
+from data_pipeline.config import MineConfig
+from data_pipeline.dedup import Deduplicator
+from data_pipeline.schema import CANDIDATE_SCHEMA, DROP_SCHEMA, ROW_SCHEMA, Candidate, drop
+from data_pipeline.shards import Manifest, read_rows, shard_name, write_table
+from data_pipeline.sources.base import Source
+
+# Test hook: seconds to sleep after each finished build shard, so a test can kill a run mid-way.
+_PAUSE_ENV = "SWERL_DATA_PAUSE_AFTER_SHARD"
+
+
+@dataclass
+class RunSummary:
+    out: Path
+    candidates: int = 0
+    rows: int = 0
+    drops: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def report(self) -> str:
+        lines = [
+            f"candidates: {self.candidates}  rows: {self.rows}  ({self.seconds:.1f} s)"
+            f"  -> {self.out / 'data'}"
+        ]
+        lines += [f"  dropped {reason}: {n}" for reason, n in self.drops.most_common()]
+        return "\n".join(lines)
+
+
+def _drops_name(index: int) -> str:
+    return shard_name(index).replace("shard-", "drops-")
+
+
+def _chunks(
+    candidates: Iterator[Candidate], size: int, seen: set[str] | None = None
+) -> Iterator[tuple[list[Candidate], list[dict[str, str]]]]:
+    """Shards of `size` candidates each, plus the duplicates dropped while filling each shard."""
+    seen = set() if seen is None else seen
+    batch: list[Candidate] = []
+    dups: list[dict[str, str]] = []
+    for candidate in candidates:
+        if candidate.instance_id in seen:
+            dups.append(
+                drop(
+                    candidate.instance_id,
+                    candidate.repo,
+                    "collect",
+                    "duplicate_instance",
+                    candidate.merge_commit,
+                )
+            )
+            continue
+        seen.add(candidate.instance_id)
+        batch.append(candidate)
+        if len(batch) == size:
+            yield batch, dups
+            batch, dups = [], []
+    if batch or dups:
+        yield batch, dups
+
+
+def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bool) -> None:
+    """Stage 1: write candidate shards. On resume the (deterministic) listing is replayed, and shards
+    already recorded are skipped without being rewritten."""
+    if manifest.done("collect"):
+        return
+    state = manifest.state.setdefault("source", {})
+    source.prepare(state)
+    manifest.save()
+    out = manifest.out / "collect"
+    recorded = sorted(manifest.stage("collect")["shards"])
+    if getattr(source, "supports_skip", False) and recorded:
+        # API sources list PRs in ascending number per repository: instead of asking the API again for
+        # what is recorded, continue after the last recorded PR of each repository.
+        skip: dict[str, int] = {}
+        seen: set[str] = set()
+        for name in recorded:
+            for record in pq.read_table(
+                out / name, columns=["repo", "pull_number", "instance_id"]
+            ).to_pylist():
+                skip[record["repo"]] = max(skip.get(record["repo"], 0), record["pull_number"])
+                seen.add(record["instance_id"])
+        stream = _chunks(source.candidates(state, skip=skip), config.shard_size, seen)  # type: ignore[call-arg]
+        first = len(recorded)
+    else:
+        stream = _chunks(source.candidates(state), config.shard_size)
+        first = 0
+    with tqdm(desc="collect", unit=" PRs", disable=not progress) as bar:
+        for index, (batch, dups) in enumerate(stream, start=first):
+            bar.update(len(batch))
+            if manifest.shard_done("collect", index):
+                continue
+            write_table(out / shard_name(index), [c.record() for c in batch], CANDIDATE_SCHEMA)
+            write_table(out / _drops_name(index), dups, DROP_SCHEMA)
+            repos = sorted({c.repo for c in batch})
+            info = {"rows": len(batch), "drops": dict(Counter(d["reason"] for d in dups)), "repos": repos}
+            manifest.record_shard("collect", index, info)
+    extra = {"commits_scanned": source.commits_scanned} if hasattr(source, "commits_scanned") else {}
+    manifest.finish("collect", shards_total=len(manifest.stage("collect")["shards"]), **extra)
+
+
+def build(source: Source, manifest: Manifest, config: MineConfig, workers: int, progress: bool) -> None:
+    """Stages 2-5 over every collect shard not yet built, on a process pool."""
+    shards = sorted(manifest.stage("collect")["shards"])
+    todo = [name for name in shards if name not in manifest.stage("build")["shards"]]
+    git_dirs: dict[str, str] = {}
+    tasks = []
+    for name in todo:
+        for repo in manifest.stage("collect")["shards"][name]["repos"]:
+            if repo not in git_dirs:
+                git_dirs[repo] = str(source.git_dir(repo))
+        index = int(name.removeprefix("shard-").removesuffix(".parquet"))
+        repos = manifest.stage("collect")["shards"][name]["repos"]
+        tasks.append(
+            (
+                index,
+                BuildTask(
+                    candidates=manifest.out / "collect" / name,
+                    rows=manifest.out / "build" / name,
+                    drops=manifest.out / "build" / _drops_name(index),
+                    git_dirs={repo: git_dirs[repo] for repo in repos},
+                    config=config,
+                ),
+            )
+        )
+    pause = float(os.environ.get(_PAUSE_ENV, "0") or 0)
+    bar = tqdm(
+        total=len(shards), initial=len(shards) - len(todo), desc="build", unit=" shards", disable=not progress
+    )
+
+    def record(index: int, info: dict[str, Any]) -> None:
+        manifest.record_shard("build", index, info)
+        bar.update(1)
+        if pause:
+            time.sleep(pause)
+
+    if workers <= 1 or len(tasks) <= 1:
+        for index, task in tasks:
+            record(index, build_shard(task))
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            # Submitted in order and recorded in order: the manifest never lists a shard before its files.
+            futures = [(index, pool.submit(build_shard, task)) for index, task in tasks]
+            for index, future in futures:
+                record(index, future.result())
+    bar.close()
+    manifest.finish("build")
+
+
+def dedup(manifest: Manifest, config: MineConfig, progress: bool) -> None:
+    """Near-duplicate removal in shard order. Finished shards are replayed to rebuild the index."""
+    deduper = Deduplicator(config.dedup_threshold)
+    shards = sorted(manifest.stage("build")["shards"])
+    for name in tqdm(shards, desc="dedup", unit=" shards", disable=not progress):
+        index = int(name.removeprefix("shard-").removesuffix(".parquet"))
+        final = manifest.out / "data" / name
+        if manifest.shard_done("dedup", index):
+            if manifest.stage("dedup")["shards"][name]["rows"]:
+                for row in pq.read_table(final, columns=["repo", "oracle_patch"]).to_pylist():
+                    deduper.check(row["repo"], row["oracle_patch"])
+            continue
+        kept, drops = [], []
+        for row in read_rows(manifest.out / "build" / name):
+            why = deduper.check(row["repo"], row["oracle_patch"])
+            if why is None:
+                kept.append(row)
+            else:
+                drops.append(drop(row["instance_id"], row["repo"], "dedup", "near_duplicate", why))
+        # `data/` holds only non-empty row shards: readers such as `datasets` reject 0-row files.
+        if kept:
+            write_table(final, kept, ROW_SCHEMA)
+        else:
+            final.unlink(missing_ok=True)
+        write_table(manifest.out / "dedup" / _drops_name(index), drops, DROP_SCHEMA)
+        manifest.record_shard(
+            "dedup", index, {"rows": len(kept), "drops": dict(Counter(d["reason"] for d in drops))}
+        )
+    manifest.finish("dedup")
+
+
+def summarize(manifest: Manifest) -> RunSummary:
+    summary = RunSummary(manifest.out)
+    for stage in ("collect", "build", "dedup"):
+        for info in manifest.stage(stage)["shards"].values():
+            summary.drops.update(info.get("drops", {}))
+    summary.candidates = sum(i["rows"] for i in manifest.stage("collect")["shards"].values())
+    summary.rows = sum(i["rows"] for i in manifest.stage("dedup")["shards"].values())
+    return summary
+
+
+def mine(
+    out: Path,
+    source: Source,
+    config: MineConfig,
+    *,
+    workers: int | None = None,
+    progress: bool = True,
+    on_stage: Callable[[str], None] | None = None,
+) -> RunSummary:
+    """Run (or resume) every stage into `out`; returns counts for the closing report."""
+    start = time.perf_counter()
+    run_config = {"source": source.describe(), "mine": config.record()}
+    manifest = Manifest.open(out, run_config)
+    workers = workers or max(1, (os.cpu_count() or 1))
+    for name, step in (
+        ("collect", lambda: collect(source, manifest, config, progress)),
+        ("build", lambda: build(source, manifest, config, workers, progress)),
+        ("dedup", lambda: dedup(manifest, config, progress)),
+    ):
+        if on_stage:
+            on_stage(name)
+        step()
+    summary = summarize(manifest)
+    summary.seconds = time.perf_counter() - start
+    return summary

@@ -1,0 +1,101 @@
+"""The shapes of what each stage writes: candidates (stage 1), drops (every stage) and training rows.
+
+Schemas are explicit so that every shard of a run, and every run, has the same column types whatever the
+data (an empty shard, a shard without issues), and `datasets.load_dataset("parquet", ...)` reads all
+shards as one table. Contents are lists of `{path, content}` records: a shape the reward accepts as is
+and one that keeps the shuffled file order that a Parquet map would not promise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+FILES = pa.list_(pa.struct([("path", pa.string()), ("content", pa.string())]))
+MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+
+CANDIDATE_SCHEMA = pa.schema(
+    [
+        ("instance_id", pa.string()),
+        ("source", pa.string()),
+        ("repo", pa.string()),
+        ("pull_number", pa.int64()),
+        ("issue_numbers", pa.list_(pa.int64())),
+        ("created_at", pa.string()),
+        ("merged", pa.bool_()),
+        ("merge_commit", pa.string()),
+        ("author", pa.string()),
+        ("problem_statement", pa.string()),
+        ("problem_source", pa.string()),
+    ]
+)
+
+DROP_SCHEMA = pa.schema(
+    [
+        ("instance_id", pa.string()),
+        ("repo", pa.string()),
+        ("stage", pa.string()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+
+ROW_SCHEMA = pa.schema(
+    [
+        ("instance_id", pa.string()),
+        ("source", pa.string()),
+        ("repo", pa.string()),
+        ("pull_number", pa.int64()),
+        ("issue_numbers", pa.list_(pa.int64())),
+        ("created_at", pa.string()),
+        ("problem_statement", pa.string()),
+        ("problem_source", pa.string()),
+        ("base_commit", pa.string()),
+        ("merge_commit", pa.string()),
+        ("code_context", FILES),
+        ("oracle_new_content", FILES),
+        ("oracle_patch", pa.string()),
+        ("test_patch", pa.string()),
+        ("changed_test_files", pa.list_(pa.string())),
+        ("modified_files", pa.list_(pa.string())),
+        ("excluded_files", pa.list_(pa.string())),
+        ("num_context_files", pa.int64()),
+        ("lines_changed", pa.int64()),
+        ("problem_tokens", pa.int64()),
+        ("context_tokens", pa.int64()),
+        ("prompt_tokens", pa.int64()),
+        ("prompt", MESSAGES),
+        ("dedup_key", pa.string()),
+    ]
+)
+
+
+@dataclass
+class Candidate:
+    """A merged PR (or a PR-like commit) with its problem text, before any file is read."""
+
+    instance_id: str
+    source: str
+    repo: str
+    pull_number: int
+    merge_commit: str
+    problem_statement: str
+    problem_source: str
+    issue_numbers: list[int] = field(default_factory=list)
+    created_at: str = ""
+    merged: bool = True
+    author: str = ""
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def instance_id(repo: str, pull_number: int) -> str:
+    """SWE-bench's id convention (`owner__name-123`), so decontamination compares like with like."""
+    return f"{repo.replace('/', '__')}-{pull_number}"
+
+
+def drop(instance: str, repo: str, stage: str, reason: str, detail: str = "") -> dict[str, str]:
+    return {"instance_id": instance, "repo": repo, "stage": stage, "reason": reason, "detail": detail}

@@ -1,0 +1,188 @@
+"""`--github OWNER/REPO`: merged PRs and the issues they resolve, through the REST API (PyGithub).
+
+Pages and objects are fetched one request at a time under our own retry policy, because PyGithub's
+built-in retry sleeps where a test cannot see it: a primary rate limit (403/429 with
+`X-RateLimit-Remaining: 0`) waits until `X-RateLimit-Reset`, a secondary limit waits for `Retry-After`,
+and 5xx answers back off exponentially. The clock and the sleep are injectable.
+
+The token is handed to PyGithub only. It is never put in a clone URL, a manifest or a message: errors
+are re-raised with the token scrubbed, whatever the server echoed.
+
+PRs are listed oldest first, so a resumed run can skip every PR number at or below the last one it
+recorded for that repository (see `skip`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import github
+from github import Auth, GithubException, RateLimitExceededException
+
+from data_pipeline.gitstore import ensure_bare_clone
+from data_pipeline.refs import closing_issues, mentioned_issues
+from data_pipeline.schema import Candidate, instance_id
+
+T = TypeVar("T")
+MAX_ATTEMPTS = 8
+
+
+class GitHubError(ValueError):
+    """A GitHub request that failed for good (message scrubbed of the token)."""
+
+
+class Retrier:
+    """Runs one request with GitHub's rate-limit and 5xx rules; `sleep`/`now` are injectable for tests."""
+
+    def __init__(
+        self,
+        token: str | None,
+        sleep: Callable[[float], None] = time.sleep,
+        now: Callable[[], float] = time.time,
+        max_wait: float = 3600.0,
+    ) -> None:
+        self._token = token
+        self.sleep = sleep
+        self.now = now
+        self.max_wait = max_wait
+        self.waits: list[float] = []
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self._token, "***") if self._token else text
+
+    def _wait_for(self, err: GithubException, attempt: int) -> float | None:
+        headers = {k.lower(): v for k, v in (err.headers or {}).items()}
+        if isinstance(err, RateLimitExceededException) or (
+            err.status in (403, 429) and headers.get("x-ratelimit-remaining") == "0"
+        ):
+            if "retry-after" in headers:
+                return float(headers["retry-after"])
+            if "x-ratelimit-reset" in headers:
+                return max(1.0, float(headers["x-ratelimit-reset"]) - self.now() + 1)
+            return 60.0 * (attempt + 1)
+        if err.status >= 500:
+            return min(60.0, 2.0**attempt)
+        return None
+
+    def __call__(self, what: str, fn: Callable[[], T]) -> T:
+        for attempt in range(MAX_ATTEMPTS):
+            try:
+                return fn()
+            except GithubException as err:
+                wait = self._wait_for(err, attempt)
+                if wait is None or attempt == MAX_ATTEMPTS - 1:
+                    raise GitHubError(self.scrub(f"{what}: HTTP {err.status}: {err.data}")) from None
+                self.waits.append(min(wait, self.max_wait))
+                self.sleep(min(wait, self.max_wait))
+        raise AssertionError("unreachable")
+
+
+def _iso(value: datetime | None) -> str:
+    return value.isoformat().replace("+00:00", "Z") if value else ""
+
+
+class GitHubSource:
+    kind = "github"
+    supports_skip = True
+
+    def __init__(
+        self,
+        repos: list[str],
+        cache: Path,
+        *,
+        token: str | None = None,
+        api_url: str = "https://api.github.com",
+        clone_url: str = "https://github.com/{repo}.git",
+        max_prs: int | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.repos = list(repos)
+        self.cache = cache
+        self.api_url = api_url
+        self.clone_url = clone_url
+        self.max_prs = max_prs
+        self.retry = Retrier(token, sleep, now)
+        auth = Auth.Token(token) if token else None
+        self._gh = github.Github(
+            auth=auth, base_url=api_url, retry=None, per_page=100, seconds_between_requests=None, timeout=30
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "repos": self.repos, "api_url": self.api_url, "max_prs": self.max_prs}
+
+    def prepare(self, state: dict[str, Any]) -> None:
+        state.setdefault("started", True)
+
+    def git_dir(self, repo: str) -> Path:
+        return ensure_bare_clone(self.cache, repo, self.clone_url.format(repo=repo))
+
+    def _issue_text(self, repo_obj: Any, repo: str, number: int, before: datetime | None) -> str | None:
+        """Title, body and the comments made before the PR; None when #number is a PR, not an issue."""
+        try:
+            issue = self.retry(f"{repo}#{number}", lambda: repo_obj.get_issue(number))
+        except GitHubError as err:
+            if "HTTP 404" in str(err) or "HTTP 410" in str(err):
+                return None
+            raise
+        if issue.pull_request is not None:
+            return None
+        parts = [issue.title or "", issue.body or ""]
+        if issue.comments:
+            comments = issue.get_comments()
+            page = 0
+            while batch := self.retry(f"{repo}#{number} comments", lambda p=page: comments.get_page(p)):
+                for comment in batch:
+                    if before is None or comment.created_at < before:
+                        parts.append(comment.body or "")
+                page += 1
+        return "\n\n".join(part.strip() for part in parts if part and part.strip())
+
+    def candidates(self, state: dict[str, Any], skip: dict[str, int] | None = None) -> Iterator[Candidate]:
+        skip = skip or {}
+        for repo in self.repos:
+            repo_obj = self.retry(repo, lambda r=repo: self._gh.get_repo(r))
+            pulls = repo_obj.get_pulls(state="closed", sort="created", direction="asc")
+            page, seen = 0, 0
+            while batch := self.retry(f"{repo} pulls page {page}", lambda p=page, pl=pulls: pl.get_page(p)):
+                for pr in batch:
+                    seen += 1
+                    if self.max_prs is not None and seen > self.max_prs:
+                        break
+                    if pr.number <= skip.get(repo, 0):
+                        continue
+                    yield self._candidate(repo_obj, repo, pr)
+                if self.max_prs is not None and seen > self.max_prs:
+                    break
+                page += 1
+
+    def _candidate(self, repo_obj: Any, repo: str, pr: Any) -> Candidate:
+        text = f"{pr.title or ''}\n{pr.body or ''}"
+        numbers = closing_issues(text, repo) or [
+            n for n in mentioned_issues(pr.body or "", repo) if n != pr.number
+        ]
+        issues, texts = [], []
+        merged = pr.merged_at is not None
+        if merged:
+            for number in numbers:
+                body = self._issue_text(repo_obj, repo, number, pr.created_at)
+                if body is not None:
+                    issues.append(number)
+                    texts.append(body)
+        return Candidate(
+            instance_id=instance_id(repo, pr.number),
+            source=self.kind,
+            repo=repo,
+            pull_number=pr.number,
+            merge_commit=pr.merge_commit_sha or "",
+            problem_statement="\n\n".join(texts),
+            problem_source="issue",
+            issue_numbers=issues,
+            created_at=_iso(pr.created_at),
+            merged=merged,
+            author=(pr.user.login if pr.user else "") or "",
+        )

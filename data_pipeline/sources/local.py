@@ -1,0 +1,101 @@
+"""`--local PATH`: a clone on disk is a source of its own.
+
+Squash merges (`Fix the parser (#123)`) and merge commits (`Merge pull request #123 from ...`) on the
+first-parent line of the branch are PRs; their commit message is the problem text (marked with
+`problem_source = "commit_message"`), and closing keywords in it name the issues. The clone is copied
+into the cache as a bare clone first (hard links, so it is cheap), which pins the history a run mines
+and keeps the user's repository configuration (hooks, filters) out of reach.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from data_pipeline.commits import first_parent_history
+from data_pipeline.gitstore import ensure_bare_clone, resolve, run_git
+from data_pipeline.refs import closing_issues, commit_problem_text, pr_number_from_commit
+from data_pipeline.schema import Candidate, instance_id
+
+_GITHUB_URL = re.compile(r"github\.com[:/]([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
+
+
+def guess_repo_name(path: Path) -> str:
+    """`owner/name` from the clone's origin URL when it is on GitHub, else `local/<directory name>`."""
+    dot_git = path / ".git"
+    git_dir = dot_git if dot_git.exists() else path
+    try:
+        url = run_git(git_dir, "config", "--get", "remote.origin.url").decode().strip()
+    except Exception:
+        url = ""
+    match = _GITHUB_URL.search(url)
+    return match.group(1) if match else f"local/{path.resolve().name}"
+
+
+class LocalSource:
+    kind = "local"
+
+    def __init__(self, path: Path, cache: Path, repo: str | None = None, ref: str = "HEAD") -> None:
+        self.path = path
+        self.cache = cache
+        self.repo = repo or guess_repo_name(path)
+        self.ref = ref
+        self.commits_scanned = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": str(self.path.resolve()), "repo": self.repo, "ref": self.ref}
+
+    def git_dir(self, repo: str) -> Path:
+        return ensure_bare_clone(self.cache, self.repo, str(self.path.resolve()))
+
+    def prepare(self, state: dict[str, Any]) -> None:
+        git_dir = self.git_dir(self.repo)
+        if "head" not in state:
+            # A fresh run mines what the clone holds now; a resumed one keeps the head it started with.
+            run_git(
+                git_dir, "fetch", "--quiet", "--force", str(self.path.resolve()), "+refs/heads/*:refs/heads/*"
+            )
+            ref = self.ref
+            if ref != "HEAD" and not ref.startswith("refs/"):
+                ref = ref if _is_sha(ref) else f"refs/heads/{ref}"
+            state["head"] = resolve(git_dir, ref if ref != "HEAD" else _source_head(self.path))
+
+    def candidates(self, state: dict[str, Any]) -> Iterator[Candidate]:
+        git_dir = self.git_dir(self.repo)
+        for commit in first_parent_history(git_dir, state["head"]):
+            self.commits_scanned += 1
+            number = pr_number_from_commit(commit.message)
+            if number is None:
+                continue
+            author = commit.author_name
+            if "[bot]" in commit.author_email and "[bot]" not in author:
+                author += "[bot]"
+            yield Candidate(
+                instance_id=instance_id(self.repo, number),
+                source=self.kind,
+                repo=self.repo,
+                pull_number=number,
+                merge_commit=commit.sha,
+                problem_statement=commit_problem_text(commit.message),
+                problem_source="commit_message",
+                issue_numbers=[n for n in closing_issues(commit.message, self.repo) if n != number],
+                created_at=commit.authored_at,
+                merged=True,
+                author=author,
+            )
+
+
+def _is_sha(ref: str) -> bool:
+    return bool(re.fullmatch(r"[0-9a-f]{7,40}", ref))
+
+
+def _source_head(path: Path) -> str:
+    """The sha the user's clone has checked out (its HEAD), read without touching its work tree."""
+    dot_git = path / ".git"
+    return (
+        run_git(dot_git if dot_git.exists() else path, "rev-parse", "--verify", "HEAD^{commit}")
+        .decode()
+        .strip()
+    )

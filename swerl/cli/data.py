@@ -1,0 +1,196 @@
+"""`swerl data ...`: mine merged PRs into Parquet training prompts, and report on a mined set."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "swerl" / "clones"
+
+
+def register(groups: argparse._SubParsersAction) -> None:
+    group = groups.add_parser(
+        "data",
+        help="mine GitHub PRs and issues into SWE-RL training prompts",
+        description="Build SWE-RL training data: merged PRs and the issues they resolve, with the code "
+        "before and after, filtered, decontaminated, with relevant context files, rendered as prompts.",
+    )
+    commands = group.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
+
+    mine = commands.add_parser(
+        "mine",
+        help="mine one source into OUT (resumable: run the same command again after an interruption)",
+        description="Mine merged PRs from GitHub's REST API, GH Archive dumps or a local clone into Parquet "
+        "shards under OUT/data. Every dropped PR gets a reason (see `swerl data stats OUT`). A run killed "
+        "at any point continues where it stopped when started again with the same arguments.",
+        epilog="examples:\n"
+        "  swerl data mine --local ~/src/myproject --out runs/mined\n"
+        "  GITHUB_TOKEN=... swerl data mine --github owner/repo --github owner/other --out runs/gh\n"
+        "  swerl data mine --gharchive dumps/ --clones clones/ --out runs/gha",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = mine.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--local", type=Path, metavar="PATH", help="a git clone: mine its merge/squash commits"
+    )
+    source.add_argument(
+        "--github",
+        action="append",
+        metavar="OWNER/REPO",
+        help="a repository to mine through the REST API "
+        "(repeatable); the token is read from $GITHUB_TOKEN (see --token-env)",
+    )
+    source.add_argument(
+        "--gharchive",
+        type=Path,
+        metavar="DIR",
+        help="a directory of GH Archive hourly dumps (YYYY-MM-DD-H.json.gz)",
+    )
+    mine.add_argument("--out", type=Path, required=True, help="output directory (manifest, shards, data/)")
+    mine.add_argument(
+        "--clones",
+        type=Path,
+        default=DEFAULT_CACHE,
+        help=f"bare clone cache, one per repo (default {DEFAULT_CACHE})",
+    )
+    mine.add_argument(
+        "--repo-name", metavar="OWNER/REPO", help="--local: repository name for ids (default: origin)"
+    )
+    mine.add_argument("--ref", default="HEAD", help="--local: branch or commit to mine (default HEAD)")
+    mine.add_argument("--api-url", default="https://api.github.com", help="--github: REST API base URL")
+    mine.add_argument("--token-env", default="GITHUB_TOKEN", metavar="NAME", help="--github: token variable")
+    mine.add_argument(
+        "--clone-url",
+        default="https://github.com/{repo}.git",
+        help="URL template for cloning ({repo} = owner/name)",
+    )
+    mine.add_argument("--max-prs", type=int, default=None, help="--github: stop after N merged PRs per repo")
+    mine.add_argument("--repos", nargs="*", default=None, help="--gharchive: only these OWNER/REPO")
+    mine.add_argument("--shard-size", type=int, default=64, help="candidates per shard (default 64)")
+    mine.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    mine.add_argument("--max-files", type=int, default=10, help="max modified source files (default 10)")
+    mine.add_argument("--max-lines", type=int, default=600, help="max changed lines (default 600)")
+    mine.add_argument(
+        "--max-file-bytes", type=int, default=256_000, help="max size of a file (default 256000)"
+    )
+    mine.add_argument("--max-prompt-tokens", type=int, default=16_384, help="prompt budget (default 16384)")
+    mine.add_argument(
+        "--max-extra-files", type=int, default=8, help="max unmodified context files (default 8)"
+    )
+    mine.add_argument(
+        "--tokenizer", default=None, help="local HF tokenizer dir for exact counts (default: estimate)"
+    )
+    mine.add_argument(
+        "--dedup-threshold", type=float, default=0.9, help="near-duplicate Jaccard (default 0.9)"
+    )
+    mine.add_argument(
+        "--decontaminate-with",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="benchmark instances to exclude: a .txt/.json/.jsonl/.parquet file or hf:NAME[:SPLIT] "
+        "(repeatable; the SWE-bench repositories are always excluded unless --no-decontaminate)",
+    )
+    mine.add_argument(
+        "--no-decontaminate", action="store_true", help="keep benchmark repositories (not advised)"
+    )
+    mine.add_argument("--allow-no-issue", action="store_true", help="keep API/Archive PRs that link no issue")
+    mine.add_argument("--quiet", action="store_true", help="no progress bars")
+    mine.set_defaults(run=_run_mine)
+
+    stats = commands.add_parser(
+        "stats",
+        help="print the funnel of a mined directory and write PNG histograms",
+        description="Count candidates, rows and drops per stage and reason from OUT/manifest.json, and "
+        "write histograms of prompt tokens and files per instance (PNG) next to it.",
+    )
+    stats.add_argument("dir", type=Path, help="a `swerl data mine` output directory")
+    stats.add_argument("--plots", type=Path, default=None, help="where to write PNGs (default DIR/stats)")
+    stats.set_defaults(run=_run_stats)
+
+
+def _config(args: argparse.Namespace):
+    from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
+    from data_pipeline.decontam import load_benchmark
+
+    ids: list[str] = []
+    repos: list[str] = []
+    for spec in args.decontaminate_with:
+        more_ids, more_repos = load_benchmark(spec)
+        ids += more_ids
+        repos += more_repos
+    return MineConfig(
+        filters=FilterConfig(
+            max_files=args.max_files,
+            max_lines_changed=args.max_lines,
+            max_file_bytes=args.max_file_bytes,
+            require_issue=not args.allow_no_issue,
+        ),
+        context=ContextConfig(max_prompt_tokens=args.max_prompt_tokens, max_extra_files=args.max_extra_files),
+        shard_size=args.shard_size,
+        decontaminate=not args.no_decontaminate,
+        decontamination_ids=tuple(sorted(set(ids))),
+        decontamination_repos=tuple(sorted(set(repos))),
+        dedup_threshold=args.dedup_threshold,
+        tokenizer=args.tokenizer,
+    )
+
+
+def _source(args: argparse.Namespace):
+    if args.local is not None:
+        from data_pipeline.sources.local import LocalSource
+
+        if not args.local.exists():
+            raise FileNotFoundError(f"no such clone: {args.local}")
+        return LocalSource(args.local, args.clones, repo=args.repo_name, ref=args.ref)
+    if args.github:
+        from data_pipeline.sources.github import GitHubSource
+
+        return GitHubSource(
+            args.github,
+            args.clones,
+            token=os.environ.get(args.token_env) or None,
+            api_url=args.api_url,
+            clone_url=args.clone_url,
+            max_prs=args.max_prs,
+        )
+    from data_pipeline.sources.gharchive import GHArchiveSource
+
+    return GHArchiveSource(args.gharchive, args.clones, clone_url=args.clone_url, repos=args.repos)
+
+
+def _run_mine(args: argparse.Namespace) -> int:
+    from data_pipeline.runner import mine
+
+    summary = mine(args.out, _source(args), _config(args), workers=args.workers, progress=not args.quiet)
+    print(summary.report(), file=sys.stderr)
+    return 0
+
+
+def _run_stats(args: argparse.Namespace) -> int:
+    from data_pipeline.stats import funnel, write_histograms
+
+    report = funnel(args.dir)
+    print(report.text())
+    for path in write_histograms(args.dir, args.plots or args.dir / "stats"):
+        print(f"wrote {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry (`python -m swerl.cli.data mine ...`), same behaviour as `swerl data ...`."""
+    parser = argparse.ArgumentParser(prog="swerl")
+    register(parser.add_subparsers(dest="group", required=True))
+    args = parser.parse_args(["data", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.run(args) or 0)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"swerl: error: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
