@@ -1,0 +1,201 @@
+"""`RolloutEngine` over an OpenAI-compatible completions server (`vllm serve`, SGLang, TGI, ...).
+
+For evaluation and serving against a model that runs elsewhere. Prompts go out as token ids (the
+completions endpoint accepts `prompt: list[int]` or a list of those), and sampled ids come back as ids:
+vLLM returns them with `return_token_ids: true` (`choices[i].token_ids`), older vLLM with
+`return_tokens_as_token_ids: true` (logprob tokens spelled `token_id:123`). Both are requested; a
+server that returns neither is refused rather than re-tokenized. Log-probs are `logprobs.token_logprobs`
+(`logprobs: 0` asks for the sampled token's only); which distribution they describe is the server's
+choice (vLLM: `--logprobs-mode`, by default the raw logits before temperature).
+
+Standard library only (urllib + threads): requests go out in chunks of `prompts_per_request`, a few at a
+time, and connection errors, 429 and 5xx answers are retried with exponential backoff; other 4xx
+answers are the caller's mistake and fail at once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from swerl.rollout.base import Completion, FinishReason, SamplingParams
+
+_TOKEN_ID_PREFIX = "token_id:"
+
+
+class CompletionServerError(RuntimeError):
+    """The server refused a request, or kept failing after all retries, or answered malformed JSON."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def completion_request_body(
+    model: str, prompts: Sequence[Sequence[int]], params: SamplingParams, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON body for `POST /completions`. Options the plain OpenAI API lacks are sent only when set.
+
+    `top_k`, `stop_token_ids`, `return_token_ids` and `return_tokens_as_token_ids` are vLLM extensions
+    (servers that do not know them ignore or reject them; `extra` can add or override any field).
+    `temperature` 0 is greedy on every compatible server.
+    """
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": [[int(t) for t in p] for p in prompts],
+        "n": params.n,
+        "max_tokens": params.max_new_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "logprobs": 0,
+        "echo": False,
+        "stream": False,
+        "return_token_ids": True,
+        "return_tokens_as_token_ids": True,
+        "skip_special_tokens": True,
+    }
+    if params.top_k > 0:
+        body["top_k"] = params.top_k
+    if params.seed is not None:
+        body["seed"] = params.seed
+    if params.stop_token_ids:
+        body["stop_token_ids"] = list(params.stop_token_ids)
+    body.update(extra or {})
+    return body
+
+
+def _choice_token_ids(choice: dict[str, Any]) -> list[int]:
+    if choice.get("token_ids") is not None:
+        return [int(t) for t in choice["token_ids"]]
+    tokens = (choice.get("logprobs") or {}).get("tokens")
+    if tokens is not None and all(isinstance(t, str) and t.startswith(_TOKEN_ID_PREFIX) for t in tokens):
+        return [int(t[len(_TOKEN_ID_PREFIX) :]) for t in tokens]
+    raise CompletionServerError(
+        "the server returned no sampled token ids (it needs vLLM's return_token_ids or "
+        "return_tokens_as_token_ids); refusing to re-tokenize text"
+    )
+
+
+def parse_completion_response(
+    response: dict[str, Any], prompts: Sequence[Sequence[int]], n: int
+) -> list[list[Completion]]:
+    """Group `choices` by prompt: choice `index` i belongs to prompt i // n (the OpenAI convention)."""
+    choices = sorted(response.get("choices", []), key=lambda c: c["index"])
+    if len(choices) != len(prompts) * n:
+        raise CompletionServerError(f"expected {len(prompts) * n} choices, got {len(choices)}")
+    groups: list[list[Completion]] = [[] for _ in prompts]
+    for choice in choices:
+        prompt_index = choice["index"] // n
+        token_ids = _choice_token_ids(choice)
+        logprobs = (choice.get("logprobs") or {}).get("token_logprobs")
+        if logprobs is None or len(logprobs) != len(token_ids) or any(lp is None for lp in logprobs):
+            raise CompletionServerError("the server returned no log-prob for some sampled tokens")
+        reason = choice.get("finish_reason")
+        if reason not in ("stop", "length"):
+            raise CompletionServerError(f"unexpected finish_reason {reason!r}")
+        finish: FinishReason = reason
+        groups[prompt_index].append(
+            Completion(
+                prompt_ids=[int(t) for t in prompts[prompt_index]],
+                token_ids=token_ids,
+                logprobs=[float(lp) for lp in logprobs],
+                finish_reason=finish,
+                text=choice.get("text") or "",
+            )
+        )
+    return groups
+
+
+class OpenAIEngine:
+    """Samples from a completions server; `base_url` ends before `/completions` (e.g. `http://h:8000/v1`).
+
+    Requests hold up to `prompts_per_request` prompts, at most `max_concurrency` in flight. A fixed
+    `SamplingParams.seed` is sent unchanged with every request (vLLM then seeds each prompt with it).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        max_retries: int = 5,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        prompts_per_request: int = 16,
+        max_concurrency: int = 4,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/completions"
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.prompts_per_request = max(1, prompts_per_request)
+        self.max_concurrency = max(1, max_concurrency)
+        self.extra_body = dict(extra_body or {})
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[list[Completion]]:
+        """`params.n` completions per prompt, grouped and in input order, however the requests were split."""
+        chunks = [
+            list(prompts[i : i + self.prompts_per_request])
+            for i in range(0, len(prompts), self.prompts_per_request)
+        ]
+
+        def run(chunk: list[Sequence[int]]) -> list[list[Completion]]:
+            body = completion_request_body(self.model, chunk, params, self.extra_body)
+            return parse_completion_response(self._post(body), chunk, params.n)
+
+        if len(chunks) <= 1:
+            results = [run(chunk) for chunk in chunks]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(chunks))) as pool:
+                results = list(pool.map(run, chunks))
+        return [group for chunk_groups in results for group in chunk_groups]
+
+    def sync_weights(self, model: object) -> None:
+        """Not possible over the OpenAI API: the served weights belong to the server process."""
+        raise NotImplementedError(
+            "OpenAIEngine samples from a remote server and cannot receive weights; use HFEngine or "
+            "VLLMEngine for training, or restart the server from a saved checkpoint"
+        )
+
+    def close(self) -> None:
+        """Nothing to release: every request opens and closes its own connection."""
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(body).encode("utf-8")
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        attempt = 0
+        while True:
+            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    payload = response.read()
+                try:
+                    return json.loads(payload)
+                except json.JSONDecodeError as exc:
+                    raise CompletionServerError(f"the server answered invalid JSON: {exc}") from exc
+            except urllib.error.HTTPError as exc:
+                detail = exc.read().decode("utf-8", "replace")[:2000]
+                retriable = exc.code == 429 or exc.code >= 500
+                if not retriable or attempt >= self.max_retries:
+                    message = f"POST {self.url} failed with HTTP {exc.code} after {attempt + 1} attempt(s)"
+                    raise CompletionServerError(f"{message}: {detail}", status=exc.code) from exc
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                if attempt >= self.max_retries:
+                    raise CompletionServerError(
+                        f"POST {self.url} failed after {attempt + 1} attempt(s): {exc}"
+                    ) from exc
+            time.sleep(min(self.max_backoff, self.backoff * 2**attempt))
+            attempt += 1

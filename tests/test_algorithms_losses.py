@@ -1,0 +1,192 @@
+"""Policy loss, aggregation, KL, entropy and log-prob helpers on hand-computed numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from swerl.algorithms import (
+    POLICY_LOSSES,
+    aggregate_loss,
+    clipped_policy_loss,
+    entropy_from_logits,
+    get_policy_loss,
+    kl_k3,
+    logprob_mismatch,
+    masked_mean,
+    reinforce_loss,
+    token_logprobs,
+)
+
+# Two completions, three token slots. Row 0 has advantage +1, row 1 has -2 and a padded last token.
+# old_logp = 0, so ratio = exp(logp): ratios row 0 [1.0, 1.5, 0.5], row 1 [1.5, 0.5, (1.1 masked)].
+RATIOS = torch.tensor([[1.0, 1.5, 0.5], [1.5, 0.5, 1.1]])
+ADV = torch.tensor([1.0, -2.0])
+MASK = torch.tensor([[1, 1, 1], [1, 1, 0]])
+# Per-token loss -min(r A, clip(r, 0.8, 1.2) A):
+#   row 0: -1.0, -min(1.5, 1.2) = -1.2 (high clip), -min(0.5, 0.8) = -0.5 (A > 0: not a clip event)
+#   row 1: -min(-3.0, -2.4) = 3.0, -min(-1.0, -1.6) = 1.6 (low clip)
+PER_TOKEN = [[-1.0, -1.2, -0.5], [3.0, 1.6]]
+
+
+def _inputs():
+    logp = RATIOS.log().clone().requires_grad_(True)
+    return logp, torch.zeros_like(logp)
+
+
+@pytest.mark.parametrize(
+    ("aggregation", "expected"),
+    [
+        ("token-mean", (-1.0 - 1.2 - 0.5 + 3.0 + 1.6) / 5),  # 0.38
+        ("seq-mean", (-2.7 / 3 + 4.6 / 2) / 2),  # 0.7
+        ("seq-mean-token-sum", (-2.7 + 4.6) / 2),  # 0.95
+    ],
+)
+def test_clipped_loss_values(aggregation, expected):
+    logp, old = _inputs()
+    loss, metrics = clipped_policy_loss(logp, old, ADV, MASK, eps_low=0.2, aggregation=aggregation)
+    assert loss.item() == pytest.approx(expected, abs=1e-6)
+    assert metrics["clip_ratio/low_mean"].item() == pytest.approx(1 / 5)
+    assert metrics["clip_ratio/high_mean"].item() == pytest.approx(1 / 5)
+    assert metrics["clip_ratio/region_mean"].item() == pytest.approx(2 / 5)
+
+
+def test_clipped_loss_gradient_is_zero_where_clip_binds():
+    logp, old = _inputs()
+    loss, _ = clipped_policy_loss(logp, old, ADV, MASK)
+    loss.backward()
+    # d/dlogp of -r A is -A r on unclipped tokens, 0 on clipped and padded ones; token-mean divides by 5.
+    expected = torch.tensor([[-1.0, 0.0, -0.5], [3.0, 0.0, 0.0]]) / 5
+    torch.testing.assert_close(logp.grad, expected)
+
+
+def test_clip_higher():
+    logp, old = _inputs()
+    loss, metrics = clipped_policy_loss(logp, old, ADV, MASK, eps_low=0.2, eps_high=0.6)
+    # r = 1.5 with A = +1 is inside 1 + 0.6 now: -1.5 instead of -1.2.
+    assert loss.item() == pytest.approx((-1.0 - 1.5 - 0.5 + 3.0 + 1.6) / 5, abs=1e-6)
+    assert metrics["clip_ratio/high_mean"].item() == 0.0
+
+
+def test_per_token_advantages_broadcast_like_per_sequence():
+    logp, old = _inputs()
+    loss_seq, _ = clipped_policy_loss(logp, old, ADV, MASK)
+    loss_tok, _ = clipped_policy_loss(logp, old, ADV[:, None].expand(2, 3), MASK)
+    torch.testing.assert_close(loss_seq, loss_tok)
+
+
+def test_on_policy_gradient_equals_reinforce():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, requires_grad=True)
+    adv = torch.tensor([0.5, -1.0, 2.0])
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
+    grads = []
+    for loss_fn in (clipped_policy_loss, reinforce_loss):
+        logp = torch.log_softmax(logits, -1)
+        grads.append(torch.autograd.grad(loss_fn(logp, logp.detach(), adv, mask)[0], logits)[0])
+    g1, g2 = grads
+    torch.testing.assert_close(g1, g2)
+
+
+def test_kl_term_added_per_token():
+    logp, old = _inputs()
+    ref = torch.full_like(RATIOS, math.log(0.5))
+    base, _ = clipped_policy_loss(logp, old, ADV, MASK)
+    with_kl, metrics = clipped_policy_loss(logp, old, ADV, MASK, ref_logp=ref, beta=0.1)
+    kl = kl_k3(logp.detach(), ref)
+    expected_kl = (kl * MASK).sum() / 5
+    torch.testing.assert_close(with_kl, base + 0.1 * expected_kl)
+    torch.testing.assert_close(metrics["kl"], expected_kl)
+
+
+@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean", "seq-mean-token-sum"])
+def test_global_normalizer_makes_accumulation_equal_one_batch(aggregation):
+    """Micro-batches with the global count as normalizer sum to the big-batch loss and gradient."""
+    torch.manual_seed(1)
+    b, t = 6, 7
+    logp_full = torch.randn(b, t).requires_grad_(True)
+    old = (logp_full.detach() + 0.3 * torch.randn(b, t)).clone()
+    adv = torch.randn(b)
+    lengths = torch.tensor([7, 1, 3, 5, 2, 6])
+    mask = (torch.arange(t)[None, :] < lengths[:, None]).int()
+
+    big, _ = clipped_policy_loss(logp_full, old, adv, mask, aggregation=aggregation)
+    (g_big,) = torch.autograd.grad(big, logp_full)
+
+    count = mask.sum() if aggregation == "token-mean" else torch.tensor(b)
+    total = 0.0
+    grad = torch.zeros_like(logp_full)
+    for rows in (slice(0, 2), slice(2, 3), slice(3, 6)):  # uneven micro-batches
+        part = logp_full.detach()[rows].clone().requires_grad_(True)
+        share, _ = clipped_policy_loss(
+            part, old[rows], adv[rows], mask[rows], aggregation=aggregation, normalizer=count
+        )
+        share.backward()
+        grad[rows] = part.grad
+        total = total + share.detach()
+    torch.testing.assert_close(total, big.detach())
+    torch.testing.assert_close(grad, g_big)
+
+
+def test_aggregate_rejects_unknown_mode_and_handles_empty_mask():
+    with pytest.raises(ValueError):
+        aggregate_loss(torch.zeros(1, 1), torch.ones(1, 1), "sum")  # type: ignore[arg-type]
+    assert aggregate_loss(torch.ones(2, 2), torch.zeros(2, 2)).item() == 0.0
+
+
+def test_masked_mean_ignores_nan_padding():
+    x = torch.tensor([[1.0, 3.0, float("nan")]])
+    m = torch.tensor([[1, 1, 0]])
+    assert masked_mean(x, m).item() == 2.0
+    torch.testing.assert_close(masked_mean(x, m, dim=-1), torch.tensor([2.0]))
+    assert masked_mean(x, torch.zeros_like(m)).item() == 0.0
+
+
+def test_kl_k3_values():
+    # ref - logp = ln(0.25) - ln(0.5) = -ln 2: exp(-ln 2) + ln 2 - 1 = 0.5 + 0.693147 - 1 = 0.193147
+    kl = kl_k3(torch.tensor([math.log(0.5), -1.0]), torch.tensor([math.log(0.25), -1.0]))
+    torch.testing.assert_close(kl, torch.tensor([0.5 + math.log(2) - 1, 0.0]))
+    assert (kl_k3(torch.randn(100), torch.randn(100)) >= 0).all()
+
+
+def test_entropy_from_logits():
+    # p = [0.5, 0.25, 0.25]: H = 0.5 ln 2 + 2 * 0.25 ln 4 = 1.5 ln 2; uniform over 4: ln 4.
+    logits = torch.tensor([[math.log(0.5), math.log(0.25), math.log(0.25), -math.inf], [0.0, 0.0, 0.0, 0.0]])
+    torch.testing.assert_close(entropy_from_logits(logits), torch.tensor([1.5 * math.log(2), math.log(4)]))
+    assert entropy_from_logits(logits.bfloat16()).dtype == torch.float32
+
+
+def test_token_logprobs_matches_log_softmax_at_temperature():
+    torch.manual_seed(2)
+    logits = torch.randn(2, 4, 11)
+    ids = torch.randint(0, 11, (2, 4))
+    for temp in (1.0, 0.7):
+        expected = torch.log_softmax(logits / temp, -1).gather(-1, ids[..., None]).squeeze(-1)
+        torch.testing.assert_close(token_logprobs(logits, ids, temp), expected)
+    # hand-computed: logits [0, ln 3] at T=1 -> p = [1/4, 3/4]
+    lp = token_logprobs(torch.tensor([[[0.0, math.log(3)]]]), torch.tensor([[1]]))
+    assert lp.item() == pytest.approx(math.log(0.75))
+    with pytest.raises(ValueError):
+        token_logprobs(logits, ids, 0.0)
+
+
+def test_logprob_mismatch_metrics():
+    sampler = torch.tensor([[-1.0, -2.0, -3.0]])
+    trainer = torch.tensor([[-1.1, -2.0, -2.5]])
+    mask = torch.tensor([[1, 1, 0]])
+    m = logprob_mismatch(sampler, trainer, mask)
+    assert m["sampling/sampling_logp_difference/mean"].item() == pytest.approx(0.05, abs=1e-6)
+    assert m["sampling/sampling_logp_difference/max"].item() == pytest.approx(0.1, abs=1e-6)
+    assert m["sampling/importance_sampling_ratio/min"].item() == pytest.approx(math.exp(-0.1), abs=1e-6)
+    assert m["sampling/importance_sampling_ratio/max"].item() == pytest.approx(1.0)
+    assert m["sampling/importance_sampling_ratio/mean"].item() == pytest.approx((math.exp(-0.1) + 1) / 2)
+    assert m["sampling/kl_k3"].item() == pytest.approx((math.exp(-0.1) + 0.1 - 1) / 2, abs=1e-7)
+    empty = logprob_mismatch(sampler, trainer, torch.zeros_like(mask))
+    assert all(v.item() == 0.0 for v in empty.values())
+
+
+def test_policy_loss_registry():
+    assert POLICY_LOSSES["ppo_clip"] is clipped_policy_loss
+    assert get_policy_loss("reinforce") is reinforce_loss

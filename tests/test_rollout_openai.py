@@ -1,0 +1,167 @@
+"""OpenAIEngine against a loopback fake of vLLM's completions endpoint (no network, no vLLM)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from swerl.rollout import RolloutEngine, SamplingParams
+from swerl.rollout.openai_client import (
+    CompletionServerError,
+    OpenAIEngine,
+    completion_request_body,
+    parse_completion_response,
+)
+
+
+class FakeServer:
+    """Answers like vLLM: for prompt p and sample j the completion is [p[0] + j, 99], log-probs -0.5 each.
+
+    `failures` is a list of HTTP statuses to answer first, one per request, before behaving.
+    `style` is "token_ids" (new vLLM) or "token_id_strings" (return_tokens_as_token_ids only).
+    """
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.failures: list[int] = []
+        self.style = "token_ids"
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.requests.append(
+                        {"path": self.path, "auth": self.headers.get("Authorization"), **body}
+                    )
+                    status = server.failures.pop(0) if server.failures else 200
+                if status != 200:
+                    self.send_response(status)
+                    self.end_headers()
+                    self.wfile.write(b'{"error": "busy"}')
+                    return
+                payload = json.dumps(server.answer(body)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def answer(self, body):
+        choices = []
+        for p, prompt in enumerate(body["prompt"]):
+            for j in range(body["n"]):
+                ids = [prompt[0] + j, 99]
+                logprobs = {"token_logprobs": [-0.5, -0.25], "top_logprobs": None, "text_offset": [0, 1]}
+                choice = {"index": p * body["n"] + j, "text": f"t{ids[0]}", "finish_reason": "stop"}
+                if self.style == "token_ids":
+                    choice["token_ids"] = ids
+                    logprobs["tokens"] = ["a", "b"]
+                else:
+                    logprobs["tokens"] = [f"token_id:{t}" for t in ids]
+                choice["logprobs"] = logprobs
+                choices.append(choice)
+        choices.reverse()  # servers may answer in any order; `index` is what counts
+        return {"id": "cmpl-1", "object": "text_completion", "choices": choices}
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = FakeServer()
+    yield s
+    s.close()
+
+
+def engine_for(server, **kwargs):
+    kwargs.setdefault("backoff", 0.01)
+    return OpenAIEngine(server.base_url, "tiny", **kwargs)
+
+
+def test_grouping_across_chunks_and_request_contents(server):
+    engine = engine_for(server, prompts_per_request=2, max_concurrency=3, api_key="k")
+    assert isinstance(engine, RolloutEngine)
+    prompts = [[10, 1], [20], [30, 3, 3], [40], [50]]
+    params = SamplingParams(n=3, temperature=0.8, top_k=5, max_new_tokens=7, seed=4, stop_token_ids=(9,))
+    groups = engine.generate(prompts, params)
+    assert len(groups) == 5 and all(len(g) == 3 for g in groups)
+    for prompt, group in zip(prompts, groups, strict=True):
+        for j, c in enumerate(group):
+            assert c.prompt_ids == prompt
+            assert c.token_ids == [prompt[0] + j, 99]
+            assert c.logprobs == [-0.5, -0.25]
+            assert c.finish_reason == "stop" and c.text == f"t{prompt[0] + j}"
+    assert len(server.requests) == 3  # 2 + 2 + 1 prompts
+    req = server.requests[0]
+    assert req["path"] == "/v1/completions" and req["auth"] == "Bearer k"
+    assert req["model"] == "tiny" and req["n"] == 3 and req["max_tokens"] == 7 and req["top_k"] == 5
+    assert req["seed"] == 4 and req["stop_token_ids"] == [9] and req["logprobs"] == 0
+    assert req["return_token_ids"] and req["return_tokens_as_token_ids"]
+
+
+def test_token_id_strings_fallback(server):
+    server.style = "token_id_strings"
+    groups = engine_for(server).generate([[7]], SamplingParams(n=2))
+    assert [c.token_ids for c in groups[0]] == [[7, 99], [8, 99]]
+
+
+def test_retries_on_5xx_and_429(server):
+    server.failures = [503, 500, 429]
+    groups = engine_for(server, max_retries=3).generate([[5]], SamplingParams())
+    assert groups[0][0].token_ids == [5, 99]
+    assert len(server.requests) == 4
+
+
+def test_gives_up_after_max_retries(server):
+    server.failures = [502] * 10
+    with pytest.raises(CompletionServerError) as err:
+        engine_for(server, max_retries=2).generate([[5]], SamplingParams())
+    assert err.value.status == 502 and len(server.requests) == 3
+
+
+def test_client_errors_are_not_retried(server):
+    server.failures = [400]
+    with pytest.raises(CompletionServerError, match="HTTP 400"):
+        engine_for(server).generate([[5]], SamplingParams())
+    assert len(server.requests) == 1
+
+
+def test_connection_refused_is_retried_then_fails():
+    engine = OpenAIEngine("http://127.0.0.1:9/v1", "m", max_retries=1, backoff=0.01, timeout=2)
+    with pytest.raises(CompletionServerError, match="2 attempt"):
+        engine.generate([[1]], SamplingParams())
+
+
+def test_request_body_defaults_and_parse_errors():
+    body = completion_request_body("m", [(1, 2)], SamplingParams(temperature=0), {"min_tokens": 2})
+    assert body["prompt"] == [[1, 2]] and body["temperature"] == 0 and body["min_tokens"] == 2
+    assert "top_k" not in body and "seed" not in body and "stop_token_ids" not in body
+    no_ids = {"choices": [{"index": 0, "text": "x", "finish_reason": "stop", "logprobs": {"tokens": ["x"]}}]}
+    with pytest.raises(CompletionServerError, match="re-tokenize"):
+        parse_completion_response(no_ids, [[1]], 1)
+    with pytest.raises(CompletionServerError, match="choices"):
+        parse_completion_response({"choices": []}, [[1]], 1)
+    aborted = {
+        "choices": [
+            {"index": 0, "token_ids": [1], "finish_reason": "abort", "logprobs": {"token_logprobs": [-1.0]}}
+        ]
+    }
+    with pytest.raises(CompletionServerError, match="finish_reason"):
+        parse_completion_response(aborted, [[1]], 1)
+    with pytest.raises(NotImplementedError):
+        OpenAIEngine("http://x/v1", "m").sync_weights(object())
