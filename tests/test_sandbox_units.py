@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import threading
 from pathlib import Path
 
 import pytest
 
-from swerl.sandbox import Limits, SandboxConfig, SandboxUnavailable, TestCase, Verdict, run_tests
+from swerl.sandbox import Limits, SandboxConfig, SandboxUnavailable, TestCase, Verdict, persistent, run_tests
 from swerl.sandbox import bwrap as bwrap_module
-from swerl.sandbox.bwrap import bwrap_argv, isolation_available, slot_uid
+from swerl.sandbox.bwrap import bwrap_argv, isolation_available, slot_uid, zygote_argv
 from swerl.sandbox.limits import rlimits
 from swerl.sandbox.runner import _decode_status
 from swerl.sandbox.verdict import Execution, failure_verdict
@@ -82,6 +83,79 @@ def test_argv_isolates_everything() -> None:
     assert argv[argv.index("--remount-ro") + 1] == "/"
     assert argv[-3:] == ["/usr/bin/python3", "-I", "/sandbox/main.py"]
     assert "--share-net" not in argv and "/root" not in argv and str(Path.cwd()) not in argv
+
+
+def test_zygote_argv_keeps_the_isolation_and_leaves_scratch_to_the_zygote() -> None:
+    argv = zygote_argv("bwrap", "/usr/bin/python3", Path("/x/slot"), "print(1)", "{}")
+    for flag in ("--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session", "--clearenv"):
+        assert flag in argv
+    assert argv[argv.index("--ro-bind", argv.index("--dev")) + 1 :][:2] == ["/x/slot", "/sandbox"]
+    assert "--tmpfs" not in argv, "per-test scratch is mounted by the zygote, none may be shared"
+    assert argv[argv.index("--remount-ro") :][:4] == ["--remount-ro", "/", "--remount-ro", "/dev"]
+    assert argv[-6:] == ["/usr/bin/python3", "-I", "-S", "-c", "print(1)", "{}"]
+    assert "--tmpfs" in bwrap_argv("bwrap", "/usr/bin/python3", ("-I",), Path("/x/main.py"))
+
+
+def _need_bwrap() -> None:
+    if isolation_available():
+        pytest.skip(f"!!! SANDBOX ISOLATION TESTS SKIPPED: {isolation_available()} !!!")
+
+
+def test_warm_batches_do_not_fork_the_caller() -> None:
+    """The caller's size must not matter: with sandboxes up, a batch forks nothing in our process."""
+    _need_bwrap()
+    tests = [TestCase(f"{i}\n", str(i)) for i in range(6)]
+    run_tests("print(input())", tests, workers=2)  # starts the sandboxes (with vfork, no fork either)
+    forks = []
+    counting = [True]
+    os.register_at_fork(before=lambda: forks.append(1) if counting[0] else None)
+    try:
+        results = run_tests("print(input())", tests, workers=2)
+    finally:
+        counting[0] = False
+    assert [r.verdict for r in results] == [Verdict.PASSED] * 6
+    assert not forks
+
+
+def test_per_test_mode_and_persistent_mode_agree() -> None:
+    _need_bwrap()
+    source = "import os, sys\nprint(sum(map(int, sys.stdin.read().split())), os.listdir('/tmp'))\n"
+    tests = [TestCase("1 2\n", "3 []"), TestCase("5\n", "6 []")]
+    for config in (SandboxConfig(), SandboxConfig(persistent=False)):
+        assert [r.verdict for r in run_tests(source, tests, config=config)] == [
+            Verdict.PASSED,
+            Verdict.WRONG_ANSWER,
+        ]
+
+
+def test_falls_back_to_a_bubblewrap_per_test_when_persistent_sandboxes_cannot_work(monkeypatch) -> None:
+    _need_bwrap()
+    broken = persistent._zygote_source().replace("problem = self_test(config)", "problem = 'no nesting'")
+    monkeypatch.setattr(persistent, "_zygote_source", lambda: broken)
+    monkeypatch.setattr(persistent, "_registry", persistent._Registry())
+    monkeypatch.setattr(persistent, "_warned_fallback", False)
+    config = SandboxConfig(python_args=("-I", "-B"))  # a configuration of its own
+    with pytest.warns(RuntimeWarning, match="no nesting"):
+        results = run_tests("print(input())", [TestCase("a\n", "a"), TestCase("b\n", "b")], config=config)
+    assert [r.verdict for r in results] == [Verdict.PASSED, Verdict.PASSED]
+
+
+def test_a_sandbox_lost_mid_run_is_restarted_and_the_test_rerun(tmp_path) -> None:
+    _need_bwrap()
+    config = SandboxConfig()
+    program = tmp_path / "main.py"
+    program.write_text("import time\ntime.sleep(0.5)\nprint(7)\n")
+    tmp_path.chmod(0o755)
+    program.chmod(0o644)
+    with persistent.leased(config, bwrap_module.resolve_bwrap(config) or "", 1) as sandboxes:
+        assert sandboxes
+        sandbox = sandboxes[0]
+        first = sandbox._proc
+        assert first is not None
+        threading.Timer(0.2, first.kill).start()
+        run = sandbox.run(program, b"", Limits(wall_s=5))
+        assert sandbox._proc is not first, "the sandbox was not restarted"
+    assert (run.exit_code, run.stdout, run.timed_out) == (0, "7\n", False)
 
 
 def test_slot_uids_are_distinct_per_process_and_slot() -> None:

@@ -3,9 +3,10 @@
 Isolation is built from three independent layers so that one mistake does not open the machine:
 
 * bubblewrap namespaces: a new mount namespace that shows only the read-only system (/usr and the
-  /bin, /lib symlinks, a few /etc files), a fresh tmpfs /tmp, a private /proc and a minimal /dev; no
-  network (empty net namespace), its own pid / ipc / uts namespaces. The project, home directories and
-  other runs are simply not mounted.
+  /bin, /lib symlinks, a few /etc files), a private /proc and a minimal read-only /dev; no network
+  (empty net namespace), its own pid / ipc / uts namespaces. The project, home directories and other
+  runs are simply not mounted. Each test gets a fresh tmpfs /tmp and /dev/shm: from bubblewrap when it
+  runs one test, from the zygote (zygote.py) when the sandbox persists across tests.
 * an unprivileged uid per worker slot (when we are root): processes start under a uid no one else uses,
   so RLIMIT_NPROC, which the kernel counts per uid and ignores for root, really caps fork bombs, and so
   that even a bubblewrap bug leaves the program without root's rights.
@@ -23,6 +24,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+SANDBOX_DIR = "/sandbox"
 SANDBOX_PROGRAM = "/sandbox/main.py"
 """Where the program appears inside the sandbox (read-only)."""
 
@@ -72,6 +74,9 @@ class SandboxConfig:
     allow_unisolated: bool = False
     """Run without bubblewrap if it is missing: only rlimits, a uid switch (root) and the timeout remain."""
     uid_base: int = UID_BASE
+    persistent: bool = True
+    """Reuse one bubblewrap per worker slot, forking a fresh, re-isolated child per test (persistent.py);
+    False starts a new bubblewrap for every test (slower, the reference behaviour)."""
 
     def interpreter(self) -> str:
         return self.python or default_python()
@@ -145,16 +150,16 @@ def _interpreter_mounts(python: str) -> list[str]:
     return ["--ro-bind", prefix, prefix]
 
 
-def bwrap_argv(
-    bwrap: str, python: str, python_args: tuple[str, ...], program: Path, info_fd: int | None = None
+def _bwrap_prefix(
+    bwrap: str, python: str, program_mount: list[str], info_fd: int | None, scratch: bool
 ) -> list[str]:
-    """The full command that runs `program` isolated. Pure apart from reading the host's root layout.
+    """bubblewrap with every isolation flag and mount, up to (not including) the `--` and the command.
 
-    --as-pid-1 makes the program itself the namespace's init: when it exits or is killed, the kernel kills
-    everything else inside, and bubblewrap reaps it directly, so wait4() on bubblewrap reports the
-    program's CPU time and peak memory and no zombie is left behind to count against the uid's process
-    limit. `info_fd` receives bubblewrap's JSON with the program's host pid (the runner kills that pid
-    first on a timeout, so bubblewrap still reaps it).
+    --as-pid-1 makes the command the pid namespace's init: when it exits or is killed, the kernel kills
+    everything else inside. /dev is read-only, so a program cannot leave files in /dev; the writable
+    scratch is a tmpfs at /tmp and at /dev/shm (Python's multiprocessing needs it). With `scratch` False
+    (persistent sandboxes) bubblewrap leaves both as read-only empty directories: the zygote mounts a fresh
+    tmpfs on them for each test, and nothing writable is shared between tests even underneath.
     """
     argv = [
         bwrap,
@@ -171,13 +176,41 @@ def bwrap_argv(
     for path in _ETC_FILES:
         argv += ["--ro-bind-try", path, path]
     argv += _interpreter_mounts(python)
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    argv += ["--ro-bind", str(program), SANDBOX_PROGRAM]
-    # bubblewrap's root is a scratch tmpfs; make it read-only so /tmp is the only writable place
-    argv += ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--tmpfs", "/dev/shm", "--tmpfs", "/tmp"] if scratch else ["--dir", "/tmp"]
+    argv += program_mount
+    # bubblewrap's root is a tmpfs of its own; read-only, like /dev, so only the scratch is writable
+    argv += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/tmp", "--clearenv"]
     for key, value in SANDBOX_ENV.items():
         argv += ["--setenv", key, value]
+    return argv
+
+
+def bwrap_argv(
+    bwrap: str, python: str, python_args: tuple[str, ...], program: Path, info_fd: int | None = None
+) -> list[str]:
+    """The command that runs `program` once in a sandbox of its own (per-test mode, see persistent.py).
+
+    With --as-pid-1 the program is the namespace's init, bubblewrap reaps it directly, so wait4() on
+    bubblewrap reports the program's CPU time and peak memory and no zombie is left behind to count
+    against the uid's process limit. `info_fd` receives bubblewrap's JSON with the program's host pid
+    (the runner kills that pid first on a timeout, so bubblewrap still reaps it).
+    """
+    argv = _bwrap_prefix(bwrap, python, ["--ro-bind", str(program), SANDBOX_PROGRAM], info_fd, scratch=True)
     return [*argv, "--", python, *python_args, SANDBOX_PROGRAM]
+
+
+def zygote_argv(
+    bwrap: str, python: str, program_dir: Path, zygote_source: str, zygote_config: str
+) -> list[str]:
+    """The command that starts a persistent sandbox: the same isolation, with the zygote as init.
+
+    The program directory (the host rewrites main.py in it before each test) is bound read-only at
+    /sandbox, so the program sees exactly what a per-test sandbox shows. The zygote's own code goes on the
+    command line rather than into a mount, so the sandbox gains no path.
+    """
+    argv = _bwrap_prefix(bwrap, python, ["--ro-bind", str(program_dir), SANDBOX_DIR], None, scratch=False)
+    return [*argv, "--", python, "-I", "-S", "-c", zygote_source, zygote_config]
 
 
 def slot_uid(config: SandboxConfig, slot: int, pid: int | None = None) -> int | None:

@@ -26,16 +26,20 @@ class Limits:
     wall_s: float = 10.0
     """Wall-clock seconds before the whole sandbox is killed (catches sleeping and blocked programs)."""
     cpu_s: float = 10.0
-    """CPU seconds (RLIMIT_CPU, rounded up). Soft = hard: the program is its namespace's init, which the
-    kernel only stops with SIGKILL (SIGXCPU is ignored by a pid 1 without a handler)."""
+    """CPU seconds (RLIMIT_CPU, rounded up). Soft = hard: SIGXCPU ends the program at the limit, and where
+    the program is its namespace's init (per-test mode), which ignores SIGXCPU, the kernel's SIGKILL."""
     memory_bytes: int = 1024 * MIB
     """Address space (RLIMIT_AS); Python raises MemoryError when an allocation would cross it."""
     processes: int = 16
-    """Processes of the sandbox's uid (RLIMIT_NPROC), counting bubblewrap's own two; stops fork bombs."""
+    """Processes of the sandbox's uid (RLIMIT_NPROC), counting the sandbox's own process besides the
+    program (the zygote, or bubblewrap in per-test mode): the program may have processes - 1 in all."""
     file_bytes: int = 16 * MIB
     """Largest file the program may write (RLIMIT_FSIZE); SIGXFSZ beyond it."""
     open_files: int = 64
     """Open file descriptors (RLIMIT_NOFILE)."""
+    tmp_bytes: int = 256 * MIB
+    """Size of the private /tmp, and separately of /dev/shm (tmpfs; persistent sandboxes only: bubblewrap
+    0.8 cannot size the per-test sandbox's tmpfs). Beyond it writes fail with ENOSPC."""
     stdout_bytes: int = 8 * MIB
     """Captured stdout; more than this kills the run with an output-limit verdict."""
     stderr_bytes: int = 1 * MIB

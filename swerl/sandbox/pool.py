@@ -1,12 +1,15 @@
 """Many programs x many tests, in parallel: the batch API the RLEF trainer and the evaluators call.
 
-Workers are threads: each one only spawns a sandbox and waits on its pipes, so the GIL is not the
-bottleneck and nothing needs pickling. Each thread holds a slot (0..workers-1) for the duration of a run,
-and a slot maps to its own uid (bwrap.slot_uid), which is what makes RLIMIT_NPROC per-program.
+Workers are threads: each one owns a persistent sandbox (persistent.py) for the whole batch and only
+sends it requests and reads its pipes, so the GIL is not the bottleneck, nothing needs pickling, and the
+calling process never forks per test (its size does not matter). Each sandbox holds a slot, and a slot
+maps to its own uid (bwrap.slot_uid), which is what makes RLIMIT_NPROC per-program. Where persistent
+sandboxes are off or unavailable, each thread holds a slot and starts a fresh sandbox per test instead.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 from collections.abc import Callable, Sequence
@@ -15,13 +18,16 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from swerl.sandbox import persistent
 from swerl.sandbox.bwrap import SLOTS_PER_PROCESS, SandboxConfig, resolve_bwrap
 from swerl.sandbox.limits import Limits
-from swerl.sandbox.runner import execute_file, staged_program
-from swerl.sandbox.verdict import TestResult, Verdict, failure_verdict, to_result
+from swerl.sandbox.runner import execute_fresh, staged_program
+from swerl.sandbox.verdict import Execution, TestResult, Verdict, failure_verdict, to_result
 
 Checker = Callable[[str, str], bool]
 """checker(expected, actual) -> whether the actual output is accepted."""
+Runner = Callable[[Path, bytes, Limits], Execution]
+"""runner(program, stdin, limits): one run in one worker's sandbox."""
 
 
 @dataclass(frozen=True)
@@ -52,13 +58,28 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, SLOTS_PER_PROCESS))
 
 
-def _judge(test: TestCase, program: Path, limits: Limits, config: SandboxConfig, slot: int, check: Checker):
-    run = execute_file(program, test.input, limits, config, slot)
+def _judge(test: TestCase, program: Path, limits: Limits, runner: Runner, check: Checker) -> TestResult:
+    run = runner(program, test.input.encode(), limits)
     verdict = failure_verdict(run, limits)
     if verdict is None:
         accepted = test.output is None or check(test.output, run.stdout)
         verdict = Verdict.PASSED if accepted else Verdict.WRONG_ANSWER
     return to_result(run, verdict, limits)
+
+
+def _runners(stack: ExitStack, config: SandboxConfig, bwrap: str | None, count: int) -> list[Runner]:
+    """One runner per worker: a persistent sandbox each, else a slot each for per-test sandboxes."""
+    if bwrap:
+        sandboxes = stack.enter_context(persistent.leased(config, bwrap, count))
+        if sandboxes:
+            return [sandbox.run for sandbox in sandboxes]
+    slots = persistent.take_slots(count)
+    stack.callback(persistent.give_slots, slots)
+    return [functools.partial(_fresh, config=config, slot=slot) for slot in slots]
+
+
+def _fresh(program: Path, stdin: bytes, limits: Limits, *, config: SandboxConfig, slot: int) -> Execution:
+    return execute_fresh(program, stdin, limits, config, slot)
 
 
 def run_batch(
@@ -76,32 +97,36 @@ def run_batch(
     """
     config = config or SandboxConfig()
     base_limits = limits or Limits()
-    if any(job.source is not None and job.tests for job in jobs):
-        resolve_bwrap(config)  # refuse (or warn) once, before any thread starts
-    workers = min(workers or default_workers(), SLOTS_PER_PROCESS)
-    slots: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for slot in range(workers):
-        slots.put(slot)
     results: list[list[TestResult | None]] = [[None] * len(job.tests) for job in jobs]
+    pending = sum(len(job.tests) for job in jobs if job.source is not None)
+    for i, job in enumerate(jobs):
+        if job.source is None:
+            results[i] = [TestResult(Verdict.NO_CODE) for _ in job.tests]
+    if not pending:
+        return [[r for r in row if r is not None] for row in results]
+    bwrap = resolve_bwrap(config)  # refuse (or warn) once, before any sandbox starts
+    count = max(1, min(workers or default_workers(), SLOTS_PER_PROCESS, pending))
 
-    with ExitStack() as stack, ThreadPoolExecutor(max_workers=workers) as executor:
+    with ExitStack() as stack:
+        runners: queue.SimpleQueue[Runner] = queue.SimpleQueue()
+        leased = _runners(stack, config, bwrap, count)
+        for runner in leased:
+            runners.put(runner)
+        executor = stack.enter_context(ThreadPoolExecutor(max_workers=len(leased)))
         futures = {}
         for i, job in enumerate(jobs):
-            if job.source is None:
-                results[i] = [TestResult(Verdict.NO_CODE) for _ in job.tests]
-                continue
-            if not job.tests:
+            if job.source is None or not job.tests:
                 continue
             program = stack.enter_context(staged_program(job.source))
             job_limits = job.limits or base_limits
             for j, test in enumerate(job.tests):
 
                 def task(test: TestCase = test, program: Path = program, job_limits: Limits = job_limits):
-                    slot = slots.get()
+                    runner = runners.get()
                     try:
-                        return _judge(test, program, job_limits, config, slot, checker)
+                        return _judge(test, program, job_limits, runner, checker)
                     finally:
-                        slots.put(slot)
+                        runners.put(runner)
 
                 futures[(i, j)] = executor.submit(task)
         for (i, j), future in futures.items():

@@ -1,9 +1,15 @@
 """One run of one program on one input: spawn, feed stdin, capture capped output, enforce the wall clock.
 
-The sandbox is started in a new session, so its process group id is its pid; on a timeout or an output
-flood the whole group gets SIGKILL. Inside bubblewrap, the program lives in its own pid namespace whose
-init dies with bubblewrap (--die-with-parent), and the kernel then kills every process left in the
-namespace, including ones that called setsid() to leave the group; so nothing outlives its test.
+`execute_file` runs in a persistent sandbox (persistent.py) when it can. This module also holds the two
+per-test modes it falls back to, where each run starts its own process tree from here: a bubblewrap per
+test (SandboxConfig(persistent=False), or when persistent sandboxes cannot work on this host) and the
+unisolated opt-out.
+
+In per-test mode the sandbox is started in a new session, so its process group id is its pid; on a
+timeout or an output flood the whole group gets SIGKILL. Inside bubblewrap, the program lives in its own
+pid namespace whose init dies with bubblewrap (--die-with-parent), and the kernel then kills every
+process left in the namespace, including ones that called setsid() to leave the group; so nothing
+outlives its test.
 
 Resource figures come from wait4() on bubblewrap: the kernel folds the usage of every reaped descendant
 into it, so CPU time is the whole tree's and peak memory is the largest resident set among them.
@@ -25,8 +31,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swerl.sandbox import persistent
 from swerl.sandbox.bwrap import SANDBOX_ENV, SandboxConfig, bwrap_argv, resolve_bwrap, slot_uid
 from swerl.sandbox.limits import Limits, rlimits
+from swerl.sandbox.persistent import _stdin_fd
 from swerl.sandbox.verdict import Execution
 
 _READ_CHUNK = 1 << 16
@@ -47,16 +55,6 @@ def staged_program(source: str) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def _stdin_fd(data: bytes) -> int:
-    """An in-memory file holding the input: no disk, no pipe to keep fed, readable at the program's pace."""
-    fd = os.memfd_create("swerl-stdin")
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
 
 
 def _kill_group(pid: int) -> None:
@@ -168,9 +166,32 @@ def _wait_exit(pid: int, timeout: float) -> None:
 
 
 def execute_file(
-    program: Path, stdin: str | bytes, limits: Limits, config: SandboxConfig, slot: int = 0
+    program: Path, stdin: str | bytes, limits: Limits, config: SandboxConfig, slot: int | None = None
 ) -> Execution:
-    """Run a staged program once on `stdin` under `limits`; never raises for anything the program does."""
+    """Run a staged program once on `stdin` under `limits`; never raises for anything the program does.
+
+    Uses an idle persistent sandbox when it can; `slot` only matters for the per-test modes (None: take a
+    free one, so concurrent callers never share a uid).
+    """
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    bwrap = resolve_bwrap(config)
+    if bwrap:
+        with persistent.leased(config, bwrap, 1) as sandboxes:
+            if sandboxes:
+                return sandboxes[0].run(program, data, limits)
+    if slot is not None:
+        return execute_fresh(program, data, limits, config, slot)
+    [slot] = persistent.take_slots(1)
+    try:
+        return execute_fresh(program, data, limits, config, slot)
+    finally:
+        persistent.give_slots([slot])
+
+
+def execute_fresh(
+    program: Path, stdin: str | bytes, limits: Limits, config: SandboxConfig, slot: int
+) -> Execution:
+    """One run in a process tree of its own: a new bubblewrap (or, opted out, the bare interpreter)."""
     uid = slot_uid(config, slot)
     data = stdin.encode() if isinstance(stdin, str) else stdin
     pairs = rlimits(limits, enforce_processes=uid is not None)
