@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from swerl import __version__
-from swerl.cli import data, reward, sandbox
+from swerl.cli import agentless, data, reward, sandbox
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"swerl {__version__}")
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
+    agentless.register(groups)
     data.register(groups)
     reward.register(groups)
     sandbox.register(groups)

@@ -1,0 +1,193 @@
+"""File localization: a model-free ranking, a model's ranking over a compact tree, and their merge.
+
+The model-free ranking is BM25 over file contents plus boosts for what the issue names outright (paths,
+stack frames, modules, defined names) and a demotion of test files (fixes land in source files). It
+needs no model, so localization stays useful with a weak or untrained policy. The model sees only a
+compact tree and the issue, which is cheap, and its picks are fused with the model-free list by
+reciprocal rank, so either source can pull a file up without the other's consent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agentless.localize.index import RepoIndex, is_source, is_test_path
+from agentless.localize.signals import IssueSignals, extract_signals
+from data_pipeline.bm25 import bm25_scores, terms
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    """How much each piece of evidence adds to a file's score (BM25 is normalized to [0, 1])."""
+
+    bm25: float = 1.0
+    file_stem: float = 0.6
+    directory: float = 0.1
+    path_mention: float = 3.0
+    frame: float = 2.0
+    deepest_frame: float = 1.0
+    module: float = 1.5
+    symbol: float = 1.0
+    symbol_cap: float = 2.5
+    max_symbol_files: int = 6
+    test_factor: float = 0.3
+
+
+@dataclass(frozen=True)
+class RankedFile:
+    path: str
+    score: float
+    reasons: dict[str, float]
+
+
+def _spread(scores: dict[str, dict[str, float]], paths: Sequence[str], reason: str, amount: float) -> None:
+    """Add `amount` split evenly over `paths` (an ambiguous mention says less about each candidate)."""
+    sources = [p for p in paths if is_source(p)]
+    for path in sources:
+        current = scores[path].get(reason, 0.0)
+        scores[path][reason] = max(current, amount / len(sources))
+
+
+def rank_files(
+    index: RepoIndex,
+    issue: str,
+    *,
+    signals: IssueSignals | None = None,
+    weights: RankWeights | None = None,
+    top: int = 50,
+) -> list[RankedFile]:
+    """Source files of `index` ranked for `issue`, best first (ties by path, so runs are reproducible)."""
+    w = weights or RankWeights()
+    sig = signals or extract_signals(issue)
+    reasons: dict[str, dict[str, float]] = defaultdict(dict)
+    docs = index.docs()
+    paths = list(docs)
+    raw = bm25_scores(issue, [docs[p] for p in paths])
+    best = max(raw, default=0.0)
+    if best > 0:
+        for path, value in zip(paths, raw, strict=True):
+            if value > 0:
+                reasons[path]["bm25"] = w.bm25 * value / best
+    issue_terms = set(terms(issue))
+    for path in paths:
+        *dirs, name = path.split("/")
+        stem_terms = set(terms(name.rsplit(".", 1)[0]))
+        if stem_terms and stem_terms <= issue_terms and name != "__init__.py":
+            reasons[path]["file_stem"] = w.file_stem
+        dir_hits = sum(1 for d in dirs if set(terms(d)) & issue_terms)
+        if dir_hits:
+            reasons[path]["directory"] = w.directory * min(dir_hits, 3)
+    for mention in sig.paths:
+        _spread(reasons, index.by_suffix(mention), "path_mention", w.path_mention)
+    resolved_frames = [(f, index.by_suffix(f.path)) for f in sig.frames]
+    resolved_frames = [(f, found) for f, found in resolved_frames if any(is_source(p) for p in found)]
+    for _, found in resolved_frames:
+        _spread(reasons, found, "frame", w.frame)
+    if resolved_frames:
+        _spread(reasons, resolved_frames[-1][1], "deepest_frame", w.deepest_frame)
+    for dotted in sig.modules:
+        _spread(reasons, index.by_module(dotted), "module", w.module)
+    symbol_scores: dict[str, float] = defaultdict(float)
+    for name, count in sig.identifiers.items():
+        if len(name) < 3:
+            continue
+        defining = index.defining(name)
+        if 0 < len(defining) <= w.max_symbol_files:
+            for path in defining:
+                symbol_scores[path] += w.symbol * min(1.0, count / 2) / len(defining)
+    for path, value in symbol_scores.items():
+        reasons[path]["symbol"] = min(value, w.symbol_cap)
+    ranked = []
+    for path, parts in reasons.items():
+        score = sum(parts.values())
+        if is_test_path(path):
+            score *= w.test_factor
+        if score > 0:
+            ranked.append(RankedFile(path, score, dict(parts)))
+    ranked.sort(key=lambda r: (-r.score, r.path))
+    return ranked[:top]
+
+
+def compact_tree(paths: Sequence[str], *, max_chars: int = 20_000, include_tests: bool = False) -> str:
+    """An indented tree of the source files, small enough for a prompt.
+
+    Test files go first when it is too long (fixes rarely land there), then the deepest levels, and a
+    final line says how much was left out, so the model knows the listing is partial.
+    """
+    kept = sorted(p for p in paths if is_source(p) and (include_tests or not is_test_path(p)))
+    depth_limit = max((p.count("/") for p in kept), default=0)
+    while True:
+        shown = [p for p in kept if p.count("/") <= depth_limit]
+        lines: list[str] = []
+        seen_dirs: set[str] = set()
+        for path in shown:
+            parts = path.split("/")
+            for depth in range(len(parts) - 1):
+                directory = "/".join(parts[: depth + 1])
+                if directory not in seen_dirs:
+                    seen_dirs.add(directory)
+                    lines.append("  " * depth + parts[depth] + "/")
+            lines.append("  " * (len(parts) - 1) + parts[-1])
+        text = "\n".join(lines)
+        if len(text) <= max_chars or depth_limit == 0:
+            break
+        depth_limit -= 1
+    left_out = sum(1 for p in paths if is_source(p)) - len(shown)
+    if left_out > 0:
+        text += f"\n({left_out} files not shown)"
+    return text[:max_chars]
+
+
+_FILE_PROMPT = """\
+Below is an issue reported on a software repository, and the layout of the repository's source files.
+
+<issue>
+{issue}
+</issue>
+
+<repository>
+{tree}
+</repository>
+
+Which files would have to change to resolve the issue? Name at most {k} files, the most likely first, \
+one full path per line, exactly as in the layout above, inside a single ``` block. Write nothing else."""
+
+
+def file_ranking_messages(issue: str, tree: str, *, k: int = 5) -> list[dict[str, str]]:
+    """The chat messages asking a model to pick files from the tree."""
+    content = _FILE_PROMPT.format(issue=issue.strip(), tree=tree, k=k)
+    return [{"role": "user", "content": content}]
+
+
+_PATHLIKE = re.compile(r"[\w./-]+\.\w+")
+
+
+def parse_file_ranking(text: str, index: RepoIndex, *, k: int = 5) -> list[str]:
+    """Repository files named in the model's answer, in order; unknown or ambiguous names are dropped."""
+    block = re.search(r"```[^\n]*\n(.*?)```", text, re.DOTALL)
+    body = block.group(1) if block else text
+    found: list[str] = []
+    for candidate in _PATHLIKE.findall(body):
+        candidate = candidate.strip("./")
+        match = [candidate] if candidate in index.blobs else index.by_suffix(candidate)
+        if len(match) == 1 and is_source(match[0]) and match[0] not in found:
+            found.append(match[0])
+        if len(found) >= k:
+            break
+    return found
+
+
+def merge_rankings(
+    model_free: Sequence[str], model: Sequence[str], *, model_weight: float = 1.0, k: int = 10
+) -> list[str]:
+    """Reciprocal-rank fusion (score = sum of weight / (k + rank)); ties keep the model-free order."""
+    score: dict[str, float] = defaultdict(float)
+    for rank, path in enumerate(model_free):
+        score[path] += 1.0 / (k + rank + 1)
+    for rank, path in enumerate(model):
+        score[path] += model_weight / (k + rank + 1)
+    order = {path: i for i, path in enumerate(list(model_free) + [p for p in model if p not in model_free])}
+    return sorted(score, key=lambda p: (-score[p], order[p]))

@@ -1,0 +1,326 @@
+"""The Agentless run: localize files -> elements and edit locations -> repair -> rerank -> predictions.
+
+Each stage reads the previous stage's JSONL and appends one row per instance to its own, so a run is
+resumable at instance granularity: finished ids are skipped, and an instance whose stage failed
+(`stage_error` in its row) is retried on the next run. An unexpected exception inside one instance is
+recorded in its row and the run goes on; only setup errors (no model, no repository cache) stop it.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentless.execution.base import ExecutionBackend
+from agentless.instances import Instance
+from agentless.localize.elements import (
+    EditLocation,
+    ElementHit,
+    edit_locations,
+    element_messages,
+    merge_elements,
+    parse_element_answer,
+    rank_elements,
+    skeletons_of,
+)
+from agentless.localize.files import (
+    compact_tree,
+    file_ranking_messages,
+    merge_rankings,
+    parse_file_ranking,
+    rank_files,
+)
+from agentless.localize.index import IndexCache
+from agentless.localize.signals import extract_signals
+from agentless.repair.candidates import make_candidate
+from agentless.repair.context import build_context
+from agentless.repos import RepoCache
+from agentless.rerank.reproduction import parse_reproduction, reproduction_messages
+from agentless.rerank.select import PatchCandidate, select_patch
+from agentless.sampling import PromptTooLong, TextSampler, sample_mixed
+from agentless.stages import StageFile
+from swerl.edit_format import PatchApplyError, apply_patch_to_contents, build_messages
+
+STAGES = ("localize_files", "localize_elements", "repair", "rerank", "predictions")
+PREDICTION_KEYS = ("instance_id", "model_name_or_path", "model_patch")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Knobs of a run. Defaults follow Agentless's shape at a size a single GPU handles."""
+
+    model_name: str = "swerl"
+    top_files: int = 5
+    context_files: int = 3
+    num_elements: int = 8
+    num_samples: int = 4
+    temperature: float = 0.8
+    max_new_tokens: int = 4096
+    localize_max_new_tokens: int = 512
+    seed: int = 0
+    model_localization: bool = True
+    regression: bool = False
+    reproduction: bool = False
+    max_groups: int = 8
+
+
+@dataclass
+class Context:
+    """What the stages share: where repositories and indexes come from, the model, the backend."""
+
+    repos: RepoCache
+    indexes: IndexCache
+    sampler: TextSampler | None = None
+    backend: ExecutionBackend | None = None
+    log: Callable[[str], None] = lambda message: print(message, file=sys.stderr)
+
+
+def stage_path(out_dir: Path, stage: str) -> Path:
+    return out_dir / f"{stage}.jsonl"
+
+
+def _pending(instances: Sequence[Instance], stage: StageFile) -> list[Instance]:
+    done = {iid for iid, row in stage.by_id().items() if "stage_error" not in row}
+    return [inst for inst in instances if inst.instance_id not in done]
+
+
+def _run_stage(
+    name: str,
+    instances: Sequence[Instance],
+    out_dir: Path,
+    ctx: Context,
+    work: Callable[[Instance], dict[str, Any]],
+) -> None:
+    stage = StageFile(stage_path(out_dir, name))
+    pending = _pending(instances, stage)
+    ctx.log(f"[{name}] {len(instances) - len(pending)} done, {len(pending)} to go")
+    for inst in pending:
+        try:
+            row = {"instance_id": inst.instance_id, **work(inst)}
+        except Exception as err:  # one instance must not stop the run; the row says what happened
+            ctx.log(f"[{name}] {inst.instance_id}: {type(err).__name__}: {err}")
+            row = {
+                "instance_id": inst.instance_id,
+                "stage_error": f"{type(err).__name__}: {err}",
+                "traceback": traceback.format_exc(limit=8),
+            }
+        stage.append(row)
+
+
+def _sample_text(ctx: Context, messages: list[dict[str, str]], cfg: RunConfig) -> tuple[str, str | None]:
+    """One greedy answer for a localization prompt; ("", why) when the model can't be asked."""
+    if ctx.sampler is None:
+        return "", "no model"
+    try:
+        out = ctx.sampler.sample(
+            [messages], n=1, temperature=0.0, max_new_tokens=cfg.localize_max_new_tokens, seed=cfg.seed
+        )
+    except PromptTooLong as err:
+        return "", str(err)
+    return out[0][0].text, None
+
+
+# -- stage 1: files ------------------------------------------------------------------------------------
+
+
+def localize_files(inst: Instance, ctx: Context, cfg: RunConfig) -> dict[str, Any]:
+    index = ctx.indexes.get(inst.repo, inst.base_commit)
+    signals = extract_signals(inst.problem_statement)
+    ranked = rank_files(index, inst.problem_statement, signals=signals)
+    model_free = [r.path for r in ranked]
+    model: list[str] = []
+    output, skipped = "", None
+    if cfg.model_localization:
+        tree = compact_tree(index.paths)
+        output, skipped = _sample_text(ctx, file_ranking_messages(inst.problem_statement, tree), cfg)
+        model = parse_file_ranking(output, index, k=cfg.top_files)
+    files = merge_rankings(model_free[: cfg.top_files * 4], model)[: cfg.top_files]
+    return {
+        "files": files,
+        "model_free": [[r.path, round(r.score, 4), r.reasons] for r in ranked[:20]],
+        "model_files": model,
+        "model_output": output,
+        "model_skipped": skipped,
+    }
+
+
+# -- stage 2: elements and edit locations ---------------------------------------------------------------
+
+
+def _sources(ctx: Context, inst: Instance, paths: Iterable[str]) -> dict[str, str]:
+    out = {}
+    for path in paths:
+        text = ctx.repos.read_file(inst.repo, inst.base_commit, path)
+        if text is not None:
+            out[path] = text
+    return out
+
+
+def localize_elements(
+    inst: Instance, files_row: dict[str, Any], ctx: Context, cfg: RunConfig
+) -> dict[str, Any]:
+    files = list(files_row.get("files", []))[: cfg.context_files]
+    sources = _sources(ctx, inst, files)
+    signals = extract_signals(inst.problem_statement)
+    model_free = rank_elements(sources, inst.problem_statement, signals, file_order=files)
+    model: list[ElementHit] = []
+    output, skipped = "", None
+    if cfg.model_localization and sources:
+        messages = element_messages(inst.problem_statement, skeletons_of(sources), k=cfg.num_elements)
+        output, skipped = _sample_text(ctx, messages, cfg)
+        model = parse_element_answer(output, sources, k=cfg.num_elements)
+    chosen = merge_elements(model, model_free, k=cfg.num_elements)
+    locations = edit_locations(chosen, signals, sources)
+    return {
+        "files": files,
+        "elements": [h.to_row() for h in chosen],
+        "edit_locations": [loc.to_row() for loc in locations],
+        "model_output": output,
+        "model_skipped": skipped,
+    }
+
+
+# -- stage 3: repair ------------------------------------------------------------------------------------
+
+
+def repair(inst: Instance, loc_row: dict[str, Any], ctx: Context, cfg: RunConfig) -> dict[str, Any]:
+    if ctx.sampler is None:
+        raise RuntimeError("repair needs a model")
+    files = list(loc_row.get("files", []))
+    locations = [
+        EditLocation(str(r["path"]), int(r["start"]), int(r["end"])) for r in loc_row["edit_locations"]
+    ]
+    sources = _sources(ctx, inst, files)
+    context = build_context(sources, files, locations, max_files=cfg.context_files)
+    messages = build_messages(inst.problem_statement, context)
+    row: dict[str, Any] = {
+        "context_files": list(context),
+        "prompt_chars": sum(len(m["content"]) for m in messages),
+    }
+    try:
+        samples = sample_mixed(
+            ctx.sampler,
+            messages,
+            num_samples=cfg.num_samples,
+            temperature=cfg.temperature,
+            max_new_tokens=cfg.max_new_tokens,
+            seed=cfg.seed,
+        )
+    except PromptTooLong as err:
+        return {**row, "samples": [], "skipped": str(err), "reproduction_test": None}
+
+    def read(path: str) -> str | None:
+        if path in sources:
+            return sources[path]
+        return ctx.repos.read_file(inst.repo, inst.base_commit, path)
+
+    candidates = [
+        make_candidate(i, s.text, read, temperature=s.temperature, finish_reason=s.finish_reason)
+        for i, s in enumerate(samples)
+    ]
+    reproduction = None
+    if cfg.reproduction:
+        text, _ = _sample_text(ctx, reproduction_messages(inst.problem_statement, context), cfg)
+        reproduction = parse_reproduction(text)
+    errors: dict[str, int] = {}
+    for cand in candidates:
+        if cand.error:
+            errors[cand.error] = errors.get(cand.error, 0) + 1
+    return {
+        **row,
+        "samples": [c.to_row() for c in candidates],
+        "errors": errors,
+        "reproduction_test": reproduction,
+    }
+
+
+# -- stage 4: rerank ------------------------------------------------------------------------------------
+
+
+def _patch_candidates(inst: Instance, repair_row: dict[str, Any], ctx: Context) -> list[PatchCandidate]:
+    out = []
+    for sample in repair_row.get("samples", []):
+        patch = sample.get("patch") or ""
+        if not patch:
+            continue
+        paths = list(sample.get("paths") or [])
+        old = {p: ctx.repos.read_file(inst.repo, inst.base_commit, p) for p in paths}
+        try:
+            new = apply_patch_to_contents({p: t for p, t in old.items() if t is not None}, patch)
+        except PatchApplyError:
+            continue
+        out.append(PatchCandidate(int(sample["index"]), patch, old, new))
+    return out
+
+
+def rerank(inst: Instance, repair_row: dict[str, Any], ctx: Context, cfg: RunConfig) -> dict[str, Any]:
+    selection = select_patch(
+        inst,
+        _patch_candidates(inst, repair_row, ctx),
+        backend=ctx.backend,
+        regression=cfg.regression,
+        reproduction_test=repair_row.get("reproduction_test") if cfg.reproduction else None,
+        max_groups=cfg.max_groups,
+    )
+    return selection.to_row()
+
+
+# -- the whole run --------------------------------------------------------------------------------------
+
+
+def _rows(out_dir: Path, stage: str) -> dict[str, dict[str, Any]]:
+    return StageFile(stage_path(out_dir, stage)).by_id()
+
+
+def _needs(rows: dict[str, dict[str, Any]], inst: Instance, stage: str) -> dict[str, Any]:
+    row = rows.get(inst.instance_id)
+    if row is None or "stage_error" in row:
+        raise RuntimeError(f"the {stage} stage has no usable row for this instance")
+    return row
+
+
+def run_localization(instances: Sequence[Instance], out_dir: Path, ctx: Context, cfg: RunConfig) -> None:
+    """Stages 1 and 2 only (localization reports and benchmarks need nothing more)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _run_stage("localize_files", instances, out_dir, ctx, lambda i: localize_files(i, ctx, cfg))
+    files = _rows(out_dir, "localize_files")
+    _run_stage(
+        "localize_elements",
+        instances,
+        out_dir,
+        ctx,
+        lambda i: localize_elements(i, _needs(files, i, "localize_files"), ctx, cfg),
+    )
+
+
+def run(instances: Sequence[Instance], out_dir: Path, ctx: Context, cfg: RunConfig) -> Path:
+    """Every stage; returns the path of predictions.jsonl (one row per instance, empty patch if none)."""
+    run_localization(instances, out_dir, ctx, cfg)
+    elements = _rows(out_dir, "localize_elements")
+    _run_stage(
+        "repair",
+        instances,
+        out_dir,
+        ctx,
+        lambda i: repair(i, _needs(elements, i, "localize_elements"), ctx, cfg),
+    )
+    repairs = _rows(out_dir, "repair")
+    _run_stage("rerank", instances, out_dir, ctx, lambda i: rerank(i, _needs(repairs, i, "repair"), ctx, cfg))
+    reranked = _rows(out_dir, "rerank")
+    predictions = StageFile(stage_path(out_dir, "predictions"))
+    done = predictions.finished_ids()
+    for inst in instances:
+        if inst.instance_id in done:
+            continue
+        row = reranked.get(inst.instance_id, {})
+        if "stage_error" in row:
+            continue  # retried on the next run rather than frozen as an empty prediction
+        patch = str(row.get("patch") or "")
+        predictions.append(
+            {"instance_id": inst.instance_id, "model_name_or_path": cfg.model_name, "model_patch": patch}
+        )
+    return predictions.path

@@ -1,0 +1,159 @@
+"""Pick one patch per instance: optional test filters first, then the majority vote.
+
+Order of filters (each only narrows the field, never empties it):
+1. regression: tests that pass on the base commit (the instance's PASS_TO_PASS, confirmed by one run)
+   must keep passing; groups with the fewest newly failing tests survive.
+2. reproduction: groups whose patch makes the model-written reproduction test pass survive, when any do.
+Then the largest surviving group wins. Tests run once per *group* (its representative), not per
+sample, and only for the `max_groups` largest groups, which bounds the cost per instance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from agentless.execution.base import ExecutionBackend, TestRun
+from agentless.instances import Instance
+from agentless.rerank.normalize import normalized_key
+from agentless.rerank.vote import Group, group_candidates
+from swerl.edit_format import build_git_patch
+
+
+@dataclass
+class GroupReport:
+    group: Group
+    key_digest: str
+    regression_failures: int | None = None
+    reproduction_passed: bool | None = None
+
+    def to_row(self) -> dict[str, object]:
+        return {
+            "members": list(self.group.members),
+            "key": self.key_digest,
+            "regression_failures": self.regression_failures,
+            "reproduction_passed": self.reproduction_passed,
+        }
+
+
+@dataclass
+class Selection:
+    chosen: int | None
+    patch: str
+    groups: list[GroupReport] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_row(self) -> dict[str, object]:
+        return {
+            "chosen": self.chosen,
+            "patch": self.patch,
+            "groups": [g.to_row() for g in self.groups],
+            "notes": self.notes,
+        }
+
+
+def _digest(key: object) -> str:
+    return hashlib.sha256(repr(key).encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class PatchCandidate:
+    """A well-formed candidate: its sample index, patch, and the files it changes before and after."""
+
+    index: int
+    patch: str
+    old: Mapping[str, str | None]
+    new: Mapping[str, str | None]
+
+
+def select_patch(
+    instance: Instance,
+    candidates: Sequence[PatchCandidate],
+    *,
+    backend: ExecutionBackend | None = None,
+    regression: bool = False,
+    reproduction_test: str | None = None,
+    max_groups: int = 8,
+) -> Selection:
+    """Choose among `candidates`. Without a backend (or with neither filter on) this is the plain
+    normalized majority vote."""
+    keyed: list[tuple[int, object]] = []
+    notes: list[str] = []
+    patches: dict[int, str] = {}
+    for cand in candidates:
+        key = normalized_key(cand.old, cand.new)
+        if key is None:
+            notes.append(f"candidate {cand.index}: cosmetic only (comments/docstrings), not voted")
+            continue
+        keyed.append((cand.index, key))
+        patches[cand.index] = cand.patch
+    groups = group_candidates(keyed)
+    if not groups:
+        return Selection(None, "", [], [*notes, "no usable candidate"])
+    reports = [GroupReport(g, _digest(g.key)) for g in groups]
+    field_ = reports[: max_groups if backend is not None else len(reports)]
+    if backend is not None and regression:
+        field_ = _regression_filter(instance, field_, patches, backend, notes)
+    if backend is not None and reproduction_test is not None:
+        field_ = _reproduction_filter(instance, field_, patches, backend, reproduction_test, notes)
+    winner = field_[0].group.representative
+    return Selection(winner, patches[winner], reports, notes)
+
+
+def _regression_filter(
+    instance: Instance,
+    field_: list[GroupReport],
+    patches: Mapping[int, str],
+    backend: ExecutionBackend,
+    notes: list[str],
+) -> list[GroupReport]:
+    tests = list(instance.pass_to_pass)
+    if not tests:
+        notes.append("regression filter skipped: the instance lists no PASS_TO_PASS tests")
+        return field_
+    baseline = backend.run_tests(instance, tests)
+    passing = [t for t in tests if baseline.passed(t)]
+    if baseline.status != "ok" or not passing:
+        notes.append(f"regression filter skipped: baseline run {baseline.status}, {len(passing)} passing")
+        return field_
+    for report in field_:
+        run = backend.run_tests(instance, passing, [patches[report.group.representative]])
+        report.regression_failures = _failures(run, passing)
+    best = min(r.regression_failures for r in field_ if r.regression_failures is not None)
+    return [r for r in field_ if r.regression_failures == best]
+
+
+def _failures(run: TestRun, tests: Sequence[str]) -> int:
+    if run.status == "apply_failed":
+        return len(tests) + 1  # worse than breaking every test: the patch does not even apply
+    return sum(1 for t in tests if not run.passed(t))
+
+
+def _reproduction_filter(
+    instance: Instance,
+    field_: list[GroupReport],
+    patches: Mapping[int, str],
+    backend: ExecutionBackend,
+    test_source: str,
+    notes: list[str],
+) -> list[GroupReport]:
+    from agentless.rerank.reproduction import REPRODUCTION_PATH
+
+    test_patch = build_git_patch({}, {REPRODUCTION_PATH: test_source})
+    before = backend.run_tests(instance, [REPRODUCTION_PATH], [test_patch])
+    if before.status != "ok" or not before.results or all(s == "PASSED" for s in before.results.values()):
+        notes.append(f"reproduction test not used: it does not fail on the base commit ({before.status})")
+        return field_
+    for report in field_:
+        run = backend.run_tests(
+            instance, [REPRODUCTION_PATH], [patches[report.group.representative], test_patch]
+        )
+        report.reproduction_passed = (
+            run.status == "ok" and bool(run.results) and all(s == "PASSED" for s in run.results.values())
+        )
+    kept = [r for r in field_ if r.reproduction_passed]
+    if not kept:
+        notes.append("no candidate passes the reproduction test; it was ignored")
+        return field_
+    return kept

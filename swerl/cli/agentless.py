@@ -1,0 +1,327 @@
+"""`swerl agentless ...`: solve SWE-bench instances (localize -> repair -> rerank) and evaluate the result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CACHE = Path("runs/agentless-cache")
+
+
+def _add_data_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dataset",
+        required=True,
+        help="a local .parquet/.jsonl/.json file in the SWE-bench schema, a hub id "
+        "(princeton-nlp/SWE-bench_Lite) or an alias: lite, verified, full",
+    )
+    parser.add_argument("--split", default="test", help="hub dataset split (default: test)")
+    parser.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these instances")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE,
+        help=f"bare repository mirrors and search indexes (default: {DEFAULT_CACHE})",
+    )
+    parser.add_argument(
+        "--clones",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="directory of existing clones (owner__name or name) to mirror from instead of GitHub",
+    )
+    parser.add_argument("--offline", action="store_true", help="never contact GitHub")
+
+
+def _add_model_options(parser: argparse.ArgumentParser, required: bool) -> None:
+    group = parser.add_argument_group("model")
+    group.add_argument(
+        "--model",
+        required=required,
+        help="checkpoint (hub id or local folder) run with transformers; with --openai-base-url, the "
+        "served model's name",
+    )
+    group.add_argument(
+        "--openai-base-url", help="sample from an OpenAI-compatible completions server (e.g. vllm serve)"
+    )
+    group.add_argument("--tokenizer", help="tokenizer to render prompts with (default: --model)")
+    group.add_argument("--dtype", default=None, help="model dtype for transformers (e.g. bfloat16)")
+    group.add_argument("--device", default="cpu", help="device for transformers (default: cpu)")
+    group.add_argument("--max-prompt-tokens", type=int, default=None, help="skip prompts longer than this")
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, type=Path, help="run directory (stage files, predictions)")
+    parser.add_argument("--top-files", type=int, default=5, help="files kept by file localization")
+    parser.add_argument("--context-files", type=int, default=3, help="files shown to the repair prompt")
+    parser.add_argument("--num-elements", type=int, default=8, help="functions/classes kept")
+    parser.add_argument(
+        "--no-model-localization",
+        action="store_true",
+        help="localize without the model (BM25 and boosts only)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def register(groups: argparse._SubParsersAction) -> None:
+    group = groups.add_parser(
+        "agentless",
+        help="solve SWE-bench instances: localize, repair, rerank; evaluate predictions",
+        description="Agentless-style repair with the SWE-RL edit format. Every stage writes a JSONL file "
+        "in the run directory; rerunning the same command resumes where it stopped.",
+    )
+    commands = group.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
+
+    run = commands.add_parser(
+        "run",
+        help="all stages; writes predictions.jsonl for the SWE-bench harness",
+        description="Localize files and elements, sample repairs (one greedy, the rest at --temperature), "
+        "rerank by normalized majority vote (optionally after regression/reproduction test filters), and "
+        "write predictions.jsonl (instance_id, model_name_or_path, model_patch).",
+        epilog="example: swerl agentless run --dataset lite --model Qwen/Qwen2.5-Coder-7B-Instruct "
+        "--device cuda --dtype bfloat16 --out runs/lite-qwen7b",
+    )
+    _add_data_options(run)
+    _add_model_options(run, required=True)
+    _add_run_options(run)
+    run.add_argument("--num-samples", type=int, default=4, help="repair samples per instance")
+    run.add_argument("--temperature", type=float, default=0.8, help="temperature of all but the first sample")
+    run.add_argument("--max-new-tokens", type=int, default=4096, help="tokens per repair answer")
+    run.add_argument("--localize-max-new-tokens", type=int, default=512)
+    run.add_argument("--model-name", help="model_name_or_path written in predictions (default: --model)")
+    run.add_argument("--regression", action="store_true", help="filter candidates by PASS_TO_PASS tests")
+    run.add_argument(
+        "--reproduction", action="store_true", help="filter by a model-written reproduction test"
+    )
+    run.add_argument(
+        "--backend",
+        choices=("local", "docker"),
+        default="local",
+        help="where test filters run: local (venv + pytest in bubblewrap) or docker (official images)",
+    )
+    run.add_argument("--python", help="local backend: run every repository's tests with this interpreter")
+    run.add_argument(
+        "--unsafe-no-isolation", action="store_true", help="local backend: run tests without bubblewrap"
+    )
+    run.set_defaults(run=_run)
+
+    localize = commands.add_parser(
+        "localize",
+        help="file and element localization only, with a report against gold patches",
+        description="Stages 1-2. Without --model the ranking is model-free (BM25 plus boosts for paths, "
+        "modules, stack frames and names the issue mentions).",
+    )
+    _add_data_options(localize)
+    _add_model_options(localize, required=False)
+    _add_run_options(localize)
+    localize.set_defaults(run=_run_localize)
+
+    report = commands.add_parser(
+        "report",
+        help="localization report of a run directory against the instances' gold patches",
+        description="file hit@1/@3/@5, element coverage and line coverage (see docs/agentless.md).",
+    )
+    _add_data_options(report)
+    report.add_argument("--out", required=True, type=Path, help="the run directory")
+    report.add_argument("--json", action="store_true", help="print per-instance rows as JSON lines too")
+    report.set_defaults(run=_run_report)
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="run the official SWE-bench harness (Docker) on predictions",
+        description="Calls `python -m swebench.harness.run_evaluation` with a fresh run id. Needs a Docker "
+        "engine and the swebench package; says which is missing otherwise.",
+    )
+    evaluate.add_argument("--predictions", required=True, type=Path)
+    evaluate.add_argument("--dataset", default="princeton-nlp/SWE-bench_Lite", help="hub id or alias")
+    evaluate.add_argument("--split", default="test")
+    evaluate.add_argument("--max-workers", type=int, default=4)
+    evaluate.add_argument("--instance-ids", nargs="+", metavar="ID", default=[])
+    evaluate.add_argument("--namespace", default=None, help="image namespace ('' builds images locally)")
+    evaluate.set_defaults(run=_run_evaluate)
+
+    demo = commands.add_parser(
+        "demo",
+        help="build a tiny offline SWE-bench-style instance (git repo, issue, tests, gold patch)",
+        description="Writes DIR/instances.jsonl and DIR/clones/ and prints a command that runs on them.",
+    )
+    demo.add_argument("--dir", type=Path, default=Path("runs/agentless-demo"))
+    demo.set_defaults(run=_run_demo)
+
+
+# -- helpers --------------------------------------------------------------------------------------------
+
+
+def _instances(args: argparse.Namespace) -> list[Any]:
+    from agentless.instances import load_instances
+
+    return load_instances(args.dataset, split=args.split, instance_ids=args.instance_ids)
+
+
+def _context(args: argparse.Namespace, sampler: Any, backend: Any) -> Any:
+    from agentless.localize.index import IndexCache
+    from agentless.pipeline import Context
+    from agentless.repos import RepoCache
+
+    repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
+    return Context(
+        repos=repos, indexes=IndexCache(repos, args.cache_dir / "index"), sampler=sampler, backend=backend
+    )
+
+
+def _sampler(args: argparse.Namespace) -> Any:
+    if not args.model:
+        return None
+    from agentless.sampling import EngineSampler
+
+    if args.openai_base_url:
+        from transformers import AutoTokenizer
+
+        from swerl.rollout.openai_client import OpenAIEngine
+
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
+        engine = OpenAIEngine(args.openai_base_url, args.model)
+    else:
+        from swerl.models.tiny import load_model_and_tokenizer
+        from swerl.rollout.hf import HFEngine
+
+        model, tokenizer = load_model_and_tokenizer(args.model, dtype=args.dtype, device=args.device)
+        if args.tokenizer:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        engine = HFEngine(model, tokenizer)
+    return EngineSampler(engine, tokenizer, max_prompt_tokens=args.max_prompt_tokens)
+
+
+def _backend(args: argparse.Namespace) -> Any:
+    if not (args.regression or args.reproduction):
+        return None
+    if args.backend == "docker":
+        from agentless.execution.docker import DockerBackend
+
+        return DockerBackend()
+    from agentless.execution.envs import EnvManager
+    from agentless.execution.local import LocalBackend
+    from agentless.repos import RepoCache
+
+    repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
+    envs = EnvManager(args.cache_dir / "envs", python=args.python)
+    return LocalBackend(repos, envs, isolation="none" if args.unsafe_no_isolation else "bwrap")
+
+
+def _config(args: argparse.Namespace, **extra: Any) -> Any:
+    from agentless.pipeline import RunConfig
+
+    return RunConfig(
+        top_files=args.top_files,
+        context_files=args.context_files,
+        num_elements=args.num_elements,
+        model_localization=not args.no_model_localization and bool(args.model),
+        seed=args.seed,
+        **extra,
+    )
+
+
+# -- commands -------------------------------------------------------------------------------------------
+
+
+def _run(args: argparse.Namespace) -> int:
+    from agentless.pipeline import run
+
+    instances = _instances(args)
+    cfg = _config(
+        args,
+        model_name=args.model_name or args.model,
+        num_samples=args.num_samples,
+        temperature=args.temperature,
+        max_new_tokens=args.max_new_tokens,
+        localize_max_new_tokens=args.localize_max_new_tokens,
+        regression=args.regression,
+        reproduction=args.reproduction,
+    )
+    ctx = _context(args, _sampler(args), _backend(args))
+    predictions = run(instances, args.out, ctx, cfg)
+    with predictions.open(encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    non_empty = sum(1 for r in rows if r["model_patch"])
+    print(f"wrote {predictions}: {len(rows)} predictions, {non_empty} with a patch", file=sys.stderr)
+    return 0
+
+
+def _run_localize(args: argparse.Namespace) -> int:
+    from agentless.pipeline import run_localization
+
+    instances = _instances(args)
+    run_localization(instances, args.out, _context(args, _sampler(args), None), _config(args))
+    return _print_report(args, instances, as_json=False)
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    return _print_report(args, _instances(args), as_json=args.json)
+
+
+def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bool) -> int:
+    from agentless.pipeline import stage_path
+    from agentless.report import format_summary, score_instance, summarize
+    from agentless.repos import RepoCache
+    from agentless.stages import StageFile
+
+    repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
+    files = StageFile(stage_path(args.out, "localize_files")).by_id()
+    elements = StageFile(stage_path(args.out, "localize_elements")).by_id()
+    results = []
+    for inst in instances:
+        if not inst.patch or inst.instance_id not in files:
+            continue
+        row_f, row_e = files[inst.instance_id], elements.get(inst.instance_id, {})
+        result = score_instance(
+            inst.instance_id,
+            inst.patch,
+            row_f.get("files", []),
+            row_e.get("elements", []),
+            row_e.get("edit_locations", []),
+            lambda p, inst=inst: repos.read_file(inst.repo, inst.base_commit, p),
+        )
+        if result is not None:
+            results.append(result)
+            if as_json:
+                print(json.dumps(result.__dict__))
+    print(format_summary(summarize(results)))
+    return 0
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    from agentless.evaluate import HarnessUnavailable, evaluate_official
+    from agentless.instances import DATASET_ALIASES
+
+    dataset = DATASET_ALIASES.get(args.dataset.lower(), args.dataset)
+    try:
+        run_id, status = evaluate_official(
+            args.predictions,
+            dataset=dataset,
+            split=args.split,
+            max_workers=args.max_workers,
+            instance_ids=args.instance_ids,
+            namespace=args.namespace,
+        )
+    except HarnessUnavailable as err:
+        print(f"swerl: error: {err}", file=sys.stderr)
+        return 1
+    print(f"harness run id: {run_id} (exit status {status})", file=sys.stderr)
+    return status
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from agentless.demo import build_demo
+
+    instance, clones = build_demo(args.dir)
+    print(f"instance {instance.instance_id} in {args.dir / 'instances.jsonl'}, clone in {clones}")
+    print(
+        f"try: swerl agentless localize --dataset {args.dir / 'instances.jsonl'} --clones {clones} --offline "
+        f"--cache-dir {args.dir / 'cache'} --out {args.dir / 'run'}"
+    )
+    return 0

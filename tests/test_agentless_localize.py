@@ -1,0 +1,183 @@
+"""Localization: issue signals, model-free file ranking, index caching, trees, skeletons, elements."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from agentless.localize.elements import (
+    EditLocation,
+    ElementHit,
+    edit_locations,
+    merge_elements,
+    parse_element_answer,
+    rank_elements,
+)
+from agentless.localize.files import compact_tree, merge_rankings, parse_file_ranking, rank_files
+from agentless.localize.index import IndexCache
+from agentless.localize.signals import extract_signals
+from agentless.localize.skeleton import elements_of, skeleton
+from agentless.repair.context import windows
+from agentless.repos import RepoCache
+
+TRACEBACK_ISSUE = """\
+Parsing fails for headers with a trailing comment
+
+```
+Traceback (most recent call last):
+  File "/home/u/venv/lib/python3.11/site-packages/shop/cli.py", line 3, in main
+    run()
+  File "/home/u/venv/lib/python3.11/site-packages/shop/io/headers.py", line 5, in parse_header
+    key, value = line.split(":")
+ValueError: too many values to unpack
+```
+"""
+
+FILES = {
+    "shop/__init__.py": "",
+    "shop/cli.py": "from shop.io.headers import parse_header\n\n\ndef main():\n    run()\n",
+    "shop/io/__init__.py": "",
+    "shop/io/headers.py": (
+        "import re\n\n\ndef parse_header(line):\n    key, value = line.split(':')\n    return key, value\n"
+    ),
+    "shop/cart.py": "class Cart:\n    def total(self):\n        return sum(self.items)\n",
+    "shop/pricing.py": "def discount(price, rate):\n    '''Apply a discount.'''\n    return price\n",
+    "tests/test_headers.py": (
+        "from shop.io.headers import parse_header\n\n\ndef test_parse_header():\n    pass\n"
+    ),
+}
+
+
+def _repo(tmp_path: Path, files: dict[str, str]) -> tuple[RepoCache, str]:
+    src = tmp_path / "clones" / "shop__shop"
+    for path, text in files.items():
+        (src / path).parent.mkdir(parents=True, exist_ok=True)
+        (src / path).write_text(text)
+    env = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=src, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=src, check=True)
+    subprocess.run(["git", *env, "commit", "-qm", "x"], cwd=src, check=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True).stdout.strip()
+    return RepoCache(tmp_path / "cache", mirror_dir=tmp_path / "clones", offline=True), sha
+
+
+def test_signals_read_frames_paths_modules_and_names() -> None:
+    sig = extract_signals(
+        TRACEBACK_ISSUE + "\nSee shop/io/headers.py and `from shop.pricing import discount`.\n"
+        "pytest says:\ntests/test_headers.py:4: in test_parse_header\n"
+    )
+    assert [f.function for f in sig.frames] == ["main", "parse_header", "test_parse_header"]
+    assert sig.frames[1].line == 5
+    assert "shop/io/headers.py" in sig.paths
+    assert "shop.pricing" in sig.modules and "shop.pricing.discount" in sig.modules
+    assert sig.identifiers["parse_header"] >= 2
+
+
+def test_rank_files_uses_the_deepest_frame_and_demotes_tests(tmp_path: Path) -> None:
+    repos, sha = _repo(tmp_path, FILES)
+    index = IndexCache(repos).get("shop/shop", sha)
+    ranked = rank_files(index, TRACEBACK_ISSUE)
+    assert ranked[0].path == "shop/io/headers.py"
+    assert "deepest_frame" in ranked[0].reasons
+    assert [r.path for r in ranked].index("tests/test_headers.py") > 1
+    by_module = rank_files(index, "`shop.pricing.discount` ignores the rate")
+    assert by_module[0].path == "shop/pricing.py"
+    by_symbol = rank_files(index, "Cart.total() is wrong when items is a generator")
+    assert by_symbol[0].path == "shop/cart.py"
+
+
+def test_index_cache_reuses_blobs_across_commits_and_runs(tmp_path: Path) -> None:
+    repos, sha = _repo(tmp_path, FILES)
+    src = tmp_path / "clones" / "shop__shop"
+    (src / "shop/cart.py").write_text("class Cart:\n    pass\n")
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "y"], cwd=src, check=True
+    )
+    sha2 = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True
+    ).stdout.strip()
+    repos = RepoCache(tmp_path / "cache2", mirror_dir=tmp_path / "clones", offline=True)
+    cache = IndexCache(repos, tmp_path / "index")
+    cache.get("shop/shop", sha)
+    first = cache.blobs_indexed
+    cache.get("shop/shop", sha2)
+    assert cache.blobs_indexed == first + 1  # only the changed file
+    fresh = IndexCache(repos, tmp_path / "index")
+    index = fresh.get("shop/shop", sha2)
+    assert fresh.blobs_indexed == 0 and "shop/cart.py" in index.stats
+
+
+def test_tree_parse_and_merge_of_model_rankings(tmp_path: Path) -> None:
+    repos, sha = _repo(tmp_path, FILES)
+    index = IndexCache(repos).get("shop/shop", sha)
+    tree = compact_tree(index.paths)
+    assert "  io/\n    __init__.py\n    headers.py" in tree and "test_headers" not in tree
+    answer = "Sure:\n```\nshop/cart.py\nheaders.py\nshop/missing.py\n./shop/cart.py\n```"
+    assert parse_file_ranking(answer, index) == ["shop/cart.py", "shop/io/headers.py"]
+    merged = merge_rankings(["a.py", "b.py", "c.py"], ["c.py", "d.py"])
+    assert merged[0] == "c.py" and merged.index("a.py") < merged.index("d.py")
+    assert merge_rankings(["a.py", "b.py"], []) == ["a.py", "b.py"]
+    assert len(compact_tree([f"pkg/m{i}.py" for i in range(500)], max_chars=200)) <= 200
+
+
+SOURCE = '''\
+"""Module doc."""
+import os
+
+
+@decorator
+def top(a,
+        b=1):
+    """Doc."""
+    def inner():
+        return 2
+    return inner()
+
+
+class Shape:
+    sides = 0
+
+    def area(self):
+        return 0
+
+    class Meta:
+        def label(self): return "m"
+'''
+
+
+def test_skeleton_elides_bodies_and_elements_have_spans() -> None:
+    sk = skeleton(SOURCE)
+    assert "return inner()" not in sk and "def inner" not in sk
+    assert "@decorator\ndef top(a,\n        b=1):\n    ..." in sk
+    assert "    sides = 0" in sk and '        def label(self): return "m"' in sk
+    names = [(e.kind, e.name, e.start, e.end) for e in elements_of(SOURCE)]
+    assert names == [
+        ("function", "top", 5, 11),
+        ("class", "Shape", 14, 21),
+        ("method", "Shape.area", 17, 18),
+        ("class", "Shape.Meta", 20, 21),
+        ("method", "Shape.Meta.label", 21, 21),
+    ]
+    assert skeleton("def broken(:\n  pass\n") == "def broken(:\n  pass\n"
+    assert elements_of("def broken(:\n") == []
+
+
+def test_elements_ranked_parsed_merged_and_turned_into_locations() -> None:
+    sources = {"geo/shape.py": SOURCE, "geo/util.py": "def helper():\n    return 1\n"}
+    issue = 'Shape.area returns 0\n  File "x/geo/shape.py", line 18, in area\n'
+    signals = extract_signals(issue)
+    hits = rank_elements(sources, issue, signals)
+    assert hits[0].element.name == "Shape.area"
+    answer = "```\ngeo/util.py\nfunction: helper\ngeo/shape.py\nclass: Shape\nfunction: nothere\n```"
+    model = parse_element_answer(answer, sources)
+    assert [(h.path, h.element.name) for h in model] == [("geo/util.py", "helper"), ("geo/shape.py", "Shape")]
+    merged = merge_elements(model, hits, k=3)
+    assert [h.element.name for h in merged] == ["helper", "Shape", "Shape.area"]
+    locs = edit_locations([ElementHit("geo/shape.py", hits[0].element, 1.0)], signals, sources)
+    assert locs == [EditLocation("geo/shape.py", 8, 22)]  # the frame window swallows the method
+
+
+def test_windows_are_verbatim_with_gap_markers() -> None:
+    text = "".join(f"line {i}\n" for i in range(1, 101))
+    shown = windows(text, [EditLocation("f", 50, 50)], padding=2)
+    assert shown == "...\nline 48\nline 49\nline 50\nline 51\nline 52\n...\n"
