@@ -55,16 +55,34 @@ _STOP = frozenset(
 )
 
 
+# Terms of each distinct identifier, memoised: code repeats a small vocabulary, so splitting each word
+# once instead of at every occurrence is what makes indexing a file cheap. Cleared when it grows large.
+_WORD_TERMS: dict[str, tuple[str, ...]] = {}
+_WORD_TERMS_MAX = 200_000
+
+
+def _word_terms(word: str) -> tuple[str, ...]:
+    found = _WORD_TERMS.get(word)
+    if found is not None:
+        return found
+    lower = word.lower()
+    parts = [p.lower() for p in _PART.findall(word)]
+    out: list[str] = []
+    if lower not in _STOP and len(lower) > 1:
+        out.append(lower)
+    if len(parts) > 1:
+        out.extend(p for p in parts if p not in _STOP and len(p) > 1)
+    if len(_WORD_TERMS) >= _WORD_TERMS_MAX:
+        _WORD_TERMS.clear()
+    _WORD_TERMS[word] = found = tuple(out)
+    return found
+
+
 def terms(text: str) -> list[str]:
     """Lower-case terms of a text: whole identifiers plus their underscore/camelCase parts."""
     out: list[str] = []
     for word in _WORD.findall(text):
-        lower = word.lower()
-        parts = [p.lower() for p in _PART.findall(word)]
-        if lower not in _STOP and len(lower) > 1:
-            out.append(lower)
-        if len(parts) > 1:
-            out.extend(p for p in parts if p not in _STOP and len(p) > 1)
+        out.extend(_word_terms(word))
     return out
 
 
@@ -90,8 +108,14 @@ def bm25_scores(
 
 
 def doc_stats(text: str) -> tuple[Counter[str], int]:
-    words = terms(text)
-    return Counter(words), len(words)
+    """(term counts, number of terms) of a document: each distinct word is split once, not per use."""
+    counts: Counter[str] = Counter()
+    length = 0
+    for word, n in Counter(_WORD.findall(text)).items():
+        for term in _word_terms(word):
+            counts[term] += n
+            length += n
+    return counts, length
 
 
 def rank(query: str, docs: Mapping[str, tuple[Counter[str], int]]) -> list[tuple[str, float]]:

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from data_pipeline.config import MineConfig
 from data_pipeline.context import ContextBuilder
 from data_pipeline.decontam import Decontaminator
-from data_pipeline.extract import Dropped, extract
+from data_pipeline.extract import Dropped, Extracted, extract
 from data_pipeline.filters import candidate_drop_reason
 from data_pipeline.gitstore import ObjectReader
-from data_pipeline.render import build_row, prompt_overhead, prompt_tokens
+from data_pipeline.render import build_row
 from data_pipeline.schema import DROP_SCHEMA, ROW_SCHEMA, Candidate, drop
 from data_pipeline.shards import read_rows, write_table
 from data_pipeline.tokens import token_counter
@@ -71,9 +70,11 @@ def build_shard(task: BuildTask) -> dict[str, Any]:
         with ObjectReader(git_dir) as reader:
             builder = ContextBuilder(reader, config.context, config.filters, count)
             group = [candidates[i] for i in indices]
-            for i, (candidate, result) in zip(
-                indices, extract(git_dir, reader, group, config.filters), strict=True
-            ):
+            extracted = list(extract(git_dir, reader, group, config.filters))
+            builder.prefetch(
+                (result.base_commit, result.new) for _, result in extracted if isinstance(result, Extracted)
+            )
+            for i, (candidate, result) in zip(indices, extracted, strict=True):
                 try:
                     if isinstance(result, Dropped):
                         raise result
@@ -83,8 +84,6 @@ def build_shard(task: BuildTask) -> dict[str, Any]:
                         candidate.problem_statement,
                         result.base,
                         [p for p in result.new if p not in result.base],
-                        prompt_overhead(candidate.problem_statement, count),
-                        partial(prompt_tokens, candidate.problem_statement, count=count),
                     )
                     outcome[i] = build_row(candidate, result, context, count)
                 except Dropped as dropped:

@@ -9,7 +9,9 @@ two) are compared within their repository only: across repositories the same one
 usually a coincidence, not a copy.
 
 Memory: per kept row, one exact key, plus a 64-value signature and `BANDS` band keys when the patch is
-long enough for near-duplicate search: about 3 KB.
+long enough for near-duplicate search: about 3 KB. Given a spill directory, the index keeps at most
+`limit` rows in memory and the rest in sqlite files there (`spill.SpillMap`), so a run of any length
+fits in a fixed amount of memory.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from __future__ import annotations
 import hashlib
 import re
 import struct
+from pathlib import Path
+
+from data_pipeline.spill import SpillMap
 
 _SPACE = re.compile(r"\s+")
 NUM_PERM = 64
@@ -57,14 +62,26 @@ def minhash(lines: set[str]) -> list[int]:
     return [min((a * h + b) % _PRIME for h in hashes) for a, b in _PARAMS]
 
 
+def _concat(old: list[str], new: list[str]) -> list[str]:
+    return old + new
+
+
 class Deduplicator:
     """Streams rows in run order; `check` says whether a row duplicates an earlier kept one."""
 
-    def __init__(self, threshold: float = 0.9) -> None:
+    def __init__(self, threshold: float = 0.9, spill_dir: Path | None = None, limit: int = 100_000) -> None:
         self.threshold = threshold
-        self._exact: set[str] = set()
-        self._bands: dict[tuple[int, bytes], list[str]] = {}
-        self._signatures: dict[str, list[int]] = {}
+
+        def where(name: str) -> Path | None:
+            return spill_dir / f"dedup-{name}.sqlite" if spill_dir is not None else None
+
+        self._exact = SpillMap(where("exact"), limit)
+        self._bands = SpillMap(where("bands"), limit * BANDS, _concat)
+        self._signatures = SpillMap(where("signatures"), limit)
+
+    def close(self) -> None:
+        for index in (self._exact, self._bands, self._signatures):
+            index.close()
 
     def check(self, repo: str, patch: str) -> str | None:
         """None to keep (and remember) the row; else why it is a duplicate."""
@@ -80,16 +97,16 @@ class Deduplicator:
             for band in range(BANDS):
                 chunk = signature[band * ROWS_PER_BAND : (band + 1) * ROWS_PER_BAND]
                 packed = struct.pack(f"<{ROWS_PER_BAND}Q", *(v & _MASK for v in chunk))
-                key = (band, hashlib.blake2b(packed, digest_size=8).digest())
+                key = f"{band}:{hashlib.blake2b(packed, digest_size=8).hexdigest()}"
                 keys.append(key)
-                for other_exact in self._bands.get(key, []):
-                    other = self._signatures[other_exact]
+                for other_exact in self._bands.get(key) or []:
+                    other = self._signatures.get(other_exact)
                     same = sum(x == y for x, y in zip(signature, other, strict=True)) / NUM_PERM
                     if same >= self.threshold:
                         return f"near duplicate (~{same:.2f} Jaccard) of an earlier row"
-        self._exact.add(exact)
+        self._exact.put(exact, 1)
         if signature is not None:
-            self._signatures[exact] = signature
+            self._signatures.put(exact, signature)
             for key in keys:
-                self._bands.setdefault(key, []).append(exact)
+                self._bands.put(key, [exact])
         return None

@@ -53,9 +53,9 @@ def _decode(data: bytes, path: str) -> str:
         raise Dropped("non_utf8_file", path) from None
 
 
-def _read(reader: ObjectReader, change: FileChange, side: str, config: FilterConfig) -> bytes:
+def _read(blobs: dict[str, bytes], change: FileChange, side: str, config: FilterConfig) -> bytes:
     sha = change.old_sha if side == "old" else change.new_sha
-    data = reader.blob(sha)
+    data = blobs[sha]
     if len(data) > config.max_file_bytes:
         raise Dropped("file_too_large", f"{change.path} ({len(data)} bytes)")
     return data
@@ -110,9 +110,11 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
     if out.lines_changed > config.max_lines_changed:
         raise Dropped("too_many_lines", str(out.lines_changed))
     sections: list[bytes] = []
+    # Both sides of every kept file in one pipelined read.
+    blobs = reader.blobs([c.new_sha for c in kept] + [c.old_sha for c in kept if c.status != "A"])
     for change in kept:
-        new_data = _read(reader, change, "new", config)
-        old_data = b"" if change.status == "A" else _read(reader, change, "old", config)
+        new_data = _read(blobs, change, "new", config)
+        old_data = b"" if change.status == "A" else _read(blobs, change, "old", config)
         if looks_generated(new_data) or looks_generated(old_data):
             excluded.append(change.path)
             continue

@@ -2,7 +2,8 @@
 
 Mined repositories are untrusted. Everything here reads git objects directly: commit lists and patches
 come from `git log` (with external diff drivers and textconv filters off), file and tree contents from
-one persistent `git cat-file --batch` per repository (through GitPython). Nothing is checked out, so no
+one persistent `git cat-file --batch` per repository (no filters, no textconv: raw objects). Clones are
+made with GitPython. Nothing is checked out, so no
 hook, smudge/clean filter or build step can run, and a symlink is only ever a blob holding a path: we
 skip it instead of following it. The clone cache keeps one bare clone per repository, shared by every
 PR of that repository and by every later run.
@@ -16,7 +17,7 @@ import subprocess
 import tempfile
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import git
@@ -117,25 +118,44 @@ class TreeEntry:
     sha: str
 
 
-@dataclass
 class ObjectReader:
-    """Blobs and trees of one bare repository through a persistent `git cat-file --batch`.
+    """Objects of one bare repository through one persistent `git cat-file --batch` process.
 
-    Trees are cached by sha (most subtrees are shared between neighbouring commits), so listing the
-    files of commit after commit costs little more than reading the trees that changed.
+    Requests are pipelined: `blobs` writes a batch of shas and then reads the answers, so a PR's files
+    cost one round trip, not one each (a round trip is a context switch to git and back, which under
+    load costs more than reading the blob). Blobs are cached by sha within a byte budget, because the
+    merged version of a file in one PR is the base version of the next PR that touches it; trees are
+    cached by sha (most subtrees are shared between neighbouring commits), so listing the files of
+    commit after commit costs little more than reading the trees that changed.
     """
 
-    git_dir: Path
-    tree_cache_size: int = 4096
-    _repo: git.Repo = field(init=False)
-    _trees: OrderedDict[str, list[tuple[str, str, str]]] = field(init=False, default_factory=OrderedDict)
+    # At most this many shas per write: 41 bytes each stays far below a pipe's buffer, so git can never
+    # be blocked writing answers while we are still blocked writing questions.
+    _BATCH = 512
 
-    def __post_init__(self) -> None:
-        self._repo = git.Repo(self.git_dir, odbt=git.GitCmdObjectDB)
-        self._repo.git.update_environment(**safe_env())
+    def __init__(self, git_dir: Path, tree_cache_size: int = 4096, blob_cache_bytes: int = 64 << 20) -> None:
+        self.git_dir = git_dir
+        self.tree_cache_size = tree_cache_size
+        self.blob_cache_bytes = blob_cache_bytes
+        self._trees: OrderedDict[str, list[tuple[str, str, str]]] = OrderedDict()
+        self._commit_trees: OrderedDict[str, str] = OrderedDict()
+        self._blobs: OrderedDict[str, bytes] = OrderedDict()
+        self._blob_bytes = 0
+        self._proc = subprocess.Popen(
+            git_argv(git_dir, "cat-file", "--batch"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=safe_env(),
+        )
 
     def close(self) -> None:
-        self._repo.close()
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
 
     def __enter__(self) -> ObjectReader:
         return self
@@ -143,35 +163,73 @@ class ObjectReader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _request(self, refs: list[str]) -> list[tuple[str, bytes] | None]:
+        """(type, data) per ref, None where git says it is missing; one write, then every answer."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        out: list[tuple[str, bytes] | None] = []
+        for start in range(0, len(refs), self._BATCH):
+            chunk = refs[start : start + self._BATCH]
+            for ref in chunk:
+                if not ref or any(c in ref for c in " \n\t"):
+                    raise GitError(f"bad object name {ref!r}")
+            self._proc.stdin.write("".join(ref + "\n" for ref in chunk).encode())
+            self._proc.stdin.flush()
+            for _ in chunk:
+                header = self._proc.stdout.readline()
+                if not header:
+                    raise GitError("git cat-file exited")
+                parts = header.split()
+                if len(parts) != 3:  # "<ref> missing" / "<ref> ambiguous"
+                    out.append(None)
+                    continue
+                size = int(parts[2])
+                data = self._proc.stdout.read(size + 1)[:size]
+                out.append((parts[1].decode("ascii"), data))
+        return out
+
     def read(self, ref: str) -> tuple[str, bytes]:
         """(type, data) of an object; raises GitError when it is missing."""
-        try:
-            _, kind, _, data = self._repo.git.get_object_data(ref)
-        except ValueError as err:  # GitPython raises ValueError for a missing object
-            raise GitError(f"missing object {ref}") from err
-        return kind.decode("ascii") if isinstance(kind, bytes) else kind, data
+        found = self._request([ref])[0]
+        if found is None:
+            raise GitError(f"missing object {ref}")
+        return found
+
+    def _remember(self, sha: str, data: bytes) -> None:
+        if len(data) > self.blob_cache_bytes // 4:
+            return
+        self._blobs[sha] = data
+        self._blob_bytes += len(data)
+        while self._blob_bytes > self.blob_cache_bytes:
+            _, old = self._blobs.popitem(last=False)
+            self._blob_bytes -= len(old)
+
+    def blobs(self, shas: Iterable[str]) -> dict[str, bytes]:
+        """The contents of many blobs, cached ones from memory and the rest in one pipelined batch."""
+        found: dict[str, bytes] = {}
+        wanted: list[str] = []
+        for sha in dict.fromkeys(shas):
+            cached = self._blobs.get(sha)
+            if cached is not None:
+                self._blobs.move_to_end(sha)
+                found[sha] = cached
+            else:
+                wanted.append(sha)
+        for sha, answer in zip(wanted, self._request(wanted), strict=True):
+            if answer is None:
+                raise GitError(f"missing object {sha}")
+            if answer[0] != "blob":
+                raise GitError(f"{sha} is a {answer[0]}, not a blob")
+            found[sha] = answer[1]
+            self._remember(sha, answer[1])
+        return found
 
     def blob(self, sha: str) -> bytes:
-        kind, data = self.read(sha)
-        if kind != "blob":
-            raise GitError(f"{sha} is a {kind}, not a blob")
-        return data
+        return self.blobs([sha])[sha]
 
     def exists(self, sha: str) -> bool:
-        try:
-            self._repo.git.get_object_header(sha)
-        except ValueError:
-            return False
-        return True
+        return self._request([sha])[0] is not None
 
-    def _tree(self, sha: str) -> list[tuple[str, str, str]]:
-        cached = self._trees.get(sha)
-        if cached is not None:
-            self._trees.move_to_end(sha)
-            return cached
-        kind, data = self.read(sha)
-        if kind != "tree":
-            raise GitError(f"{sha} is a {kind}, not a tree")
+    def _parse_tree(self, sha: str, data: bytes) -> list[tuple[str, str, str]]:
         entries = []
         pos = 0
         while pos < len(data):
@@ -186,11 +244,55 @@ class ObjectReader:
             self._trees.popitem(last=False)
         return entries
 
-    def commit_tree(self, commit: str) -> str:
-        kind, data = self.read(commit)
-        if kind != "commit" or not data.startswith(b"tree "):
+    def _tree(self, sha: str) -> list[tuple[str, str, str]]:
+        cached = self._trees.get(sha)
+        if cached is not None:
+            self._trees.move_to_end(sha)
+            return cached
+        kind, data = self.read(sha)
+        if kind != "tree":
+            raise GitError(f"{sha} is a {kind}, not a tree")
+        return self._parse_tree(sha, data)
+
+    def _remember_commit(self, commit: str, data: bytes) -> str:
+        if not data.startswith(b"tree "):
             raise GitError(f"{commit} is not a commit")
-        return data[5:45].decode("ascii")
+        tree = data[5:45].decode("ascii")
+        self._commit_trees[commit] = tree
+        if len(self._commit_trees) > self.tree_cache_size:
+            self._commit_trees.popitem(last=False)
+        return tree
+
+    def commit_tree(self, commit: str) -> str:
+        cached = self._commit_trees.get(commit)
+        if cached is not None:
+            return cached
+        kind, data = self.read(commit)
+        if kind != "commit":
+            raise GitError(f"{commit} is not a commit")
+        return self._remember_commit(commit, data)
+
+    def prefetch_trees(self, commits: Iterable[str]) -> None:
+        """Read the trees of many commits level by level, one pipelined batch per level of the deepest
+        tree, instead of one round trip per tree per commit. Missing objects are left for the caller's
+        own read to report."""
+        wanted = [c for c in dict.fromkeys(commits) if c not in self._commit_trees]
+        frontier: list[str] = []
+        for commit, answer in zip(wanted, self._request(wanted), strict=True):
+            if answer is not None and answer[0] == "commit" and answer[1].startswith(b"tree "):
+                frontier.append(self._remember_commit(commit, answer[1]))
+        seen: set[str] = set()
+        while frontier:
+            batch = [t for t in dict.fromkeys(frontier) if t not in self._trees and t not in seen]
+            seen.update(batch)
+            frontier = []
+            for sha, answer in zip(batch, self._request(batch), strict=True):
+                if answer is None or answer[0] != "tree":
+                    continue
+                entries = self._parse_tree(sha, answer[1])
+                frontier += [child for mode, _, child in entries if mode == "040000"]
+            # A tree already cached is not descended into: its subtrees were read with it, and
+            # `list_files` reads on demand any that the cache has dropped since.
 
     def list_files(self, commit: str) -> Iterator[TreeEntry]:
         """Every regular file of a commit, depth first in git's order. Symlinks and submodules are skipped."""

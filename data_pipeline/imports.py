@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.MULTILINE)
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w. \t,]+)", re.MULTILINE)
 
 
-def module_names(path: str) -> list[str]:
-    """Every dotted name a file can be imported as (`a/b/c.py` -> a.b.c, b.c, c), longest first."""
+@lru_cache(maxsize=65_536)
+def module_names(path: str) -> tuple[str, ...]:
+    """Every dotted name a file can be imported as (`a/b/c.py` -> a.b.c, b.c, c), longest first.
+    Memoised: the module index of every PR's base commit names the same paths again."""
     pure = PurePosixPath(path)
     parts = list(pure.with_suffix("").parts)
     if parts and parts[-1] == "__init__":
         parts = parts[:-1]
-    return [".".join(parts[i:]) for i in range(len(parts))]
+    return tuple(".".join(parts[i:]) for i in range(len(parts)))
 
 
 def imported_modules(path: str, text: str) -> set[str]:

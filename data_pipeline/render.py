@@ -53,7 +53,6 @@ def build_row(
         canonical_answer(code_context, extracted.new)
     except ValueError as err:
         raise Dropped("not_expressible", str(err)[:200]) from None
-    messages = build_messages(candidate.problem_statement, context.files)
     problem_tokens = count(candidate.problem_statement)
     context_tokens = sum(count(text) for _, text in context.files)
     return {
@@ -78,7 +77,7 @@ def build_row(
         "lines_changed": extracted.lines_changed,
         "problem_tokens": problem_tokens,
         "context_tokens": context_tokens,
-        "prompt_tokens": prompt_tokens(candidate.problem_statement, context.files, count=count),
-        "prompt": messages,
+        "prompt_tokens": context.prompt_tokens,
+        "prompt": context.messages,
         "dedup_key": patch_fingerprint(extracted.oracle_patch),
     }

@@ -20,20 +20,22 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from data_pipeline.build import BuildTask, build_shard
 from data_pipeline.config import MineConfig
 from data_pipeline.dedup import Deduplicator
-from data_pipeline.schema import CANDIDATE_SCHEMA, DROP_SCHEMA, ROW_SCHEMA, Candidate, drop
-from data_pipeline.shards import Manifest, read_rows, shard_name, write_table
+from data_pipeline.engines import run_ordered
+from data_pipeline.schema import CANDIDATE_SCHEMA, DROP_SCHEMA, Candidate, drop
+from data_pipeline.shards import Manifest, copy_file, shard_intact, shard_name, write_arrow, write_table
 from data_pipeline.sources.base import Source
+from data_pipeline.spill import SpillMap
 
 # Test hook: seconds to sleep after each finished build shard, so a test can kill a run mid-way.
 _PAUSE_ENV = "SWERL_DATA_PAUSE_AFTER_SHARD"
@@ -56,15 +58,26 @@ class RunSummary:
         return "\n".join(lines)
 
 
+# Entries of each growing index (seen instance ids, near-duplicate index) kept in memory before spilling
+# to sqlite under OUT/scratch (a quarter as many rows for the near-duplicate index, ~3 KB per row): tens
+# of MB for the seen ids, ~150 MB for the index, whatever the length of the history.
+SPILL_LIMIT = 200_000
+
+
+def _scratch(manifest: Manifest) -> Path:
+    """Scratch files of a stage (rebuilt on resume, never read by anything else)."""
+    return manifest.out / "scratch"
+
+
 def _drops_name(index: int) -> str:
     return shard_name(index).replace("shard-", "drops-")
 
 
 def _chunks(
-    candidates: Iterator[Candidate], size: int, seen: set[str] | None = None
+    candidates: Iterator[Candidate], size: int, seen: SpillMap
 ) -> Iterator[tuple[list[Candidate], list[dict[str, str]]]]:
-    """Shards of `size` candidates each, plus the duplicates dropped while filling each shard."""
-    seen = set() if seen is None else seen
+    """Shards of `size` candidates each, plus the duplicates dropped while filling each shard. `seen`
+    holds the instance ids met so far, spilling to disk past its limit: a history of any length fits."""
     batch: list[Candidate] = []
     dups: list[dict[str, str]] = []
     for candidate in candidates:
@@ -79,7 +92,7 @@ def _chunks(
                 )
             )
             continue
-        seen.add(candidate.instance_id)
+        seen.put(candidate.instance_id, 1)
         batch.append(candidate)
         if len(batch) == size:
             yield batch, dups
@@ -98,21 +111,21 @@ def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bo
     manifest.save()
     out = manifest.out / "collect"
     recorded = sorted(manifest.stage("collect")["shards"])
+    seen = SpillMap(_scratch(manifest) / "collect-seen.sqlite", SPILL_LIMIT)
     if getattr(source, "supports_skip", False) and recorded:
         # API sources list PRs in ascending number per repository: instead of asking the API again for
         # what is recorded, continue after the last recorded PR of each repository.
         skip: dict[str, int] = {}
-        seen: set[str] = set()
         for name in recorded:
             for record in pq.read_table(
                 out / name, columns=["repo", "pull_number", "instance_id"]
             ).to_pylist():
                 skip[record["repo"]] = max(skip.get(record["repo"], 0), record["pull_number"])
-                seen.add(record["instance_id"])
+                seen.put(record["instance_id"], 1)
         stream = _chunks(source.candidates(state, skip=skip), config.shard_size, seen)  # type: ignore[call-arg]
         first = len(recorded)
     else:
-        stream = _chunks(source.candidates(state), config.shard_size)
+        stream = _chunks(source.candidates(state), config.shard_size, seen)
         first = 0
     with tqdm(desc="collect", unit=" PRs", disable=not progress) as bar:
         for index, (batch, dups) in enumerate(stream, start=first):
@@ -124,12 +137,20 @@ def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bo
             repos = sorted({c.repo for c in batch})
             info = {"rows": len(batch), "drops": dict(Counter(d["reason"] for d in dups)), "repos": repos}
             manifest.record_shard("collect", index, info)
+    seen.close()
     extra = {"commits_scanned": source.commits_scanned} if hasattr(source, "commits_scanned") else {}
     manifest.finish("collect", shards_total=len(manifest.stage("collect")["shards"]), **extra)
 
 
-def build(source: Source, manifest: Manifest, config: MineConfig, workers: int, progress: bool) -> None:
-    """Stages 2-5 over every collect shard not yet built, on a process pool."""
+def build(
+    source: Source,
+    manifest: Manifest,
+    config: MineConfig,
+    workers: int,
+    progress: bool,
+    engine: str = "local",
+) -> None:
+    """Stages 2-5 over every collect shard not yet built, on `engine` (see `engines`)."""
     shards = sorted(manifest.stage("collect")["shards"])
     todo = [name for name in shards if name not in manifest.stage("build")["shards"]]
     git_dirs: dict[str, str] = {}
@@ -163,22 +184,17 @@ def build(source: Source, manifest: Manifest, config: MineConfig, workers: int, 
         if pause:
             time.sleep(pause)
 
-    if workers <= 1 or len(tasks) <= 1:
-        for index, task in tasks:
-            record(index, build_shard(task))
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            # Submitted in order and recorded in order: the manifest never lists a shard before its files.
-            futures = [(index, pool.submit(build_shard, task)) for index, task in tasks]
-            for index, future in futures:
-                record(index, future.result())
+    # In order, so the manifest never lists a shard before the ones before it are recorded.
+    results = run_ordered(build_shard, [task for _, task in tasks], engine, workers)
+    for (index, _), info in zip(tasks, results, strict=True):
+        record(index, info)
     bar.close()
     manifest.finish("build")
 
 
 def dedup(manifest: Manifest, config: MineConfig, progress: bool) -> None:
     """Near-duplicate removal in shard order. Finished shards are replayed to rebuild the index."""
-    deduper = Deduplicator(config.dedup_threshold)
+    deduper = Deduplicator(config.dedup_threshold, _scratch(manifest), SPILL_LIMIT // 4)
     shards = sorted(manifest.stage("build")["shards"])
     for name in tqdm(shards, desc="dedup", unit=" shards", disable=not progress):
         index = int(name.removeprefix("shard-").removesuffix(".parquet"))
@@ -188,23 +204,57 @@ def dedup(manifest: Manifest, config: MineConfig, progress: bool) -> None:
                 for row in pq.read_table(final, columns=["repo", "oracle_patch"]).to_pylist():
                     deduper.check(row["repo"], row["oracle_patch"])
             continue
-        kept, drops = [], []
-        for row in read_rows(manifest.out / "build" / name):
+        # Only the columns the check needs are read; kept rows are copied as Arrow data (or as the whole
+        # file when nothing is dropped), never converted to Python objects.
+        source = manifest.out / "build" / name
+        checked = pq.read_table(source, columns=["instance_id", "repo", "oracle_patch"]).to_pylist()
+        keep, drops = [], []
+        for row in checked:
             why = deduper.check(row["repo"], row["oracle_patch"])
-            if why is None:
-                kept.append(row)
-            else:
+            keep.append(why is None)
+            if why is not None:
                 drops.append(drop(row["instance_id"], row["repo"], "dedup", "near_duplicate", why))
+        kept = sum(keep)
         # `data/` holds only non-empty row shards: readers such as `datasets` reject 0-row files.
-        if kept:
-            write_table(final, kept, ROW_SCHEMA)
+        if kept == len(keep) and kept:
+            copy_file(source, final)
+        elif kept:
+            write_arrow(final, pq.read_table(source).filter(pa.array(keep)))
         else:
             final.unlink(missing_ok=True)
         write_table(manifest.out / "dedup" / _drops_name(index), drops, DROP_SCHEMA)
         manifest.record_shard(
-            "dedup", index, {"rows": len(kept), "drops": dict(Counter(d["reason"] for d in drops))}
+            "dedup", index, {"rows": kept, "drops": dict(Counter(d["reason"] for d in drops))}
         )
+    deduper.close()
     manifest.finish("dedup")
+
+
+def _shard_files(manifest: Manifest, stage: str, name: str, info: dict[str, Any]) -> list[tuple[Path, int]]:
+    """The files a finished shard of `stage` left, with the rows each must hold."""
+    drops = manifest.out / {"dedup": "dedup"}.get(stage, stage) / name.replace("shard-", "drops-")
+    files = [(drops, sum(info.get("drops", {}).values()))]
+    if stage in ("collect", "build"):
+        files.append((manifest.out / stage / name, info["rows"]))
+    elif info["rows"]:
+        files.append((manifest.out / "data" / name, info["rows"]))
+    return files
+
+
+def check_finished(manifest: Manifest) -> list[str]:
+    """Unrecord every finished shard whose files a crash lost or damaged; returns `stage/shard` of each.
+
+    Stages are pure functions of their inputs, so a shard produced again is the same shard. Dedup replays
+    finished shards in order, so redoing one shard's dedup leaves the others' results valid."""
+    damaged = []
+    for stage in ("collect", "build", "dedup"):
+        for name, info in list(manifest.stage(stage)["shards"].items()):
+            if not all(shard_intact(path, rows) for path, rows in _shard_files(manifest, stage, name, info)):
+                manifest.forget_shard(stage, name)
+                damaged.append(f"{stage}/{name}")
+    if damaged:
+        manifest.save(durable=True)
+    return damaged
 
 
 def summarize(manifest: Manifest) -> RunSummary:
@@ -224,16 +274,19 @@ def mine(
     *,
     workers: int | None = None,
     progress: bool = True,
+    engine: str = "local",
     on_stage: Callable[[str], None] | None = None,
 ) -> RunSummary:
-    """Run (or resume) every stage into `out`; returns counts for the closing report."""
+    """Run (or resume) every stage into `out`; returns counts for the closing report. The engine runs the
+    per-shard build stage (`local` process pool or `ray`) and does not change the rows."""
     start = time.perf_counter()
     run_config = {"source": source.describe(), "mine": config.record()}
     manifest = Manifest.open(out, run_config)
+    check_finished(manifest)
     workers = workers or max(1, (os.cpu_count() or 1))
     for name, step in (
         ("collect", lambda: collect(source, manifest, config, progress)),
-        ("build", lambda: build(source, manifest, config, workers, progress)),
+        ("build", lambda: build(source, manifest, config, workers, progress, engine)),
         ("dedup", lambda: dedup(manifest, config, progress)),
     ):
         if on_stage:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from data_pipeline.stats import funnel, write_png
+from data_pipeline.stats import funnel, plot_histogram
 from data_pipeline.synthetic import HistoryBuilder, random_fix
 
 
@@ -54,16 +54,16 @@ def test_mine_then_stats(tmp_path):
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 100
 
 
-def test_png_writer_is_valid(tmp_path):
+def test_histogram_png(tmp_path):
+    """matplotlib draws a real PNG of the requested size, also for a single distinct value."""
     import struct
-    import zlib
 
-    path = tmp_path / "h.png"
-    write_png(path, [1, 5, 3, 0, 2], width=50, height=40)
-    data = path.read_bytes()
-    width, height = struct.unpack(">II", data[16:24])
-    idat = data[data.index(b"IDAT") + 4 : data.index(b"IEND") - 8]
-    assert (width, height) == (50, 40) and len(zlib.decompress(idat)) == 40 * (1 + 50 * 3)
+    for name, values in (("spread.png", [1, 5, 3, 3, 2, 900]), ("one.png", [7, 7])):
+        path = tmp_path / name
+        plot_histogram(path, values, "title", "x")
+        data = path.read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n")
+        assert struct.unpack(">II", data[16:24]) == (800, 450)
 
 
 def test_missing_dir_is_a_clean_error(tmp_path):

@@ -8,9 +8,10 @@ parallel, one line at a time:
 2. `IssuesEvent`s give the text of exactly those issues (the latest title/body seen), and
    `IssueCommentEvent`s their comments; comments on PRs are ignored.
 
-Memory per worker is one line plus what it keeps; the parent keeps the merged PRs' small records and the
-keys of the issues they reference, never an event stream. Candidates come out sorted by (repo, PR
-number), whatever order files finish in.
+Memory per worker is one line plus what it keeps from one file; the parent keeps the PR and issue
+records in `spill.SpillMap`s (memory up to a limit, sqlite beyond), never an event stream, so memory
+stays flat however many dumps are read. Candidates come out sorted by (repo, PR number), whatever order
+files finish in.
 """
 
 from __future__ import annotations
@@ -18,15 +19,19 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+import tempfile
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from data_pipeline.gitstore import ensure_bare_clone
 from data_pipeline.refs import closing_issues
 from data_pipeline.schema import Candidate, instance_id
+from data_pipeline.spill import Membership, SpillMap
 
+R = TypeVar("R")
 _NAME = re.compile(r"\d{4}-\d{2}-\d{2}-\d{1,2}\.json\.gz")
 
 
@@ -78,16 +83,39 @@ def scan_pulls(path: Path, repos: frozenset[str] | None) -> list[dict[str, Any]]
     return found
 
 
-def scan_issues(path: Path, wanted: frozenset[tuple[str, int]]) -> dict[str, Any]:
+def _pr_key(repo: str, number: int) -> str:
+    """A key whose string order is (repo, number) order: NUL sorts before any character of a name."""
+    return f"{repo}\0{number:020d}"
+
+
+def _issue_key(repo: str, number: int) -> str:
+    return f"{repo}#{number}"
+
+
+def _merged_wins(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A later record replaces an earlier one only if merged (a reopened-then-merged PR counts as merged)."""
+    return new if new["merged"] else old
+
+
+def _merge_issue(mine: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """Latest title/body by event time; comments from every file."""
+    merged = dict(mine)
+    if record["at"] and record["at"] >= mine["at"]:
+        merged.update(title=record["title"], body=record["body"], at=record["at"])
+    merged["comments"] = mine["comments"] + record["comments"]
+    return merged
+
+
+def scan_issues(path: Path, wanted: Membership) -> dict[str, Any]:
     """Pass 2 over one file: text and comments of the wanted issues only."""
     issues: dict[str, dict[str, Any]] = {}
     for event in _events(path, frozenset({"IssuesEvent", "IssueCommentEvent"})):
         repo = (event.get("repo") or {}).get("name", "")
         issue = (event.get("payload") or {}).get("issue") or {}
-        key = (repo, int(issue.get("number") or 0))
-        if key not in wanted or issue.get("pull_request"):
+        name = _issue_key(repo, int(issue.get("number") or 0))
+        if issue.get("pull_request") or name not in wanted:
             continue
-        record = issues.setdefault(f"{repo}#{key[1]}", {"title": "", "body": "", "at": "", "comments": []})
+        record = issues.setdefault(name, {"title": "", "body": "", "at": "", "comments": []})
         at = event.get("created_at") or ""
         has_text = issue.get("title") is not None and issue.get("body") is not None
         if has_text and at >= record["at"]:  # comment events may carry a truncated issue: text needs both
@@ -96,6 +124,20 @@ def scan_issues(path: Path, wanted: frozenset[tuple[str, int]]) -> dict[str, Any
             comment = event["payload"].get("comment") or {}
             record["comments"].append((comment.get("created_at") or at, comment.get("body") or ""))
     return issues
+
+
+def _bounded_map(
+    pool: ProcessPoolExecutor, fn: Callable[[Path, Any], R], files: list[Path], arg: Any, window: int
+) -> Iterator[R]:
+    """`fn(file, arg)` per file in file order, with at most `window` files in flight: `Executor.map`
+    submits everything at once, and results that finish early would pile up in the parent."""
+    pending: deque[Future[R]] = deque()
+    for path in files:
+        pending.append(pool.submit(fn, path, arg))
+        if len(pending) >= max(1, window):
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 class GHArchiveSource:
@@ -109,12 +151,16 @@ class GHArchiveSource:
         clone_url: str = "https://github.com/{repo}.git",
         repos: list[str] | None = None,
         workers: int = 2,
+        spill_limit: int = 200_000,
+        scratch: Path | None = None,
     ) -> None:
         self.folder = folder
         self.cache = cache
         self.clone_url = clone_url
         self.repos = frozenset(repos) if repos else None
         self.workers = workers
+        self.spill_limit = spill_limit
+        self.scratch = scratch
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "folder": str(self.folder.resolve()), "repos": sorted(self.repos or [])}
@@ -128,26 +174,37 @@ class GHArchiveSource:
 
     def candidates(self, state: dict[str, Any]) -> Iterator[Candidate]:
         files = [self.folder / name for name in state["files"]]
-        with ProcessPoolExecutor(max_workers=max(1, self.workers)) as pool:
-            pulls: dict[tuple[str, int], dict[str, Any]] = {}
-            for found in pool.map(scan_pulls, files, [self.repos] * len(files)):
-                for pr in found:
-                    key = (pr["repo"], pr["number"])
-                    if key not in pulls or pr["merged"]:  # a reopened-then-merged PR counts as merged
-                        pulls[key] = pr
-            links = {key: closing_issues(f"{pr['title']}\n{pr['body']}", key[0]) for key, pr in pulls.items()}
-            wanted = frozenset((repo, n) for (repo, _), numbers in links.items() for n in numbers)
-            issues: dict[str, dict[str, Any]] = {}
-            for part in pool.map(scan_issues, files, [wanted] * len(files)):
-                for name, record in part.items():
-                    mine = issues.setdefault(name, {"title": "", "body": "", "at": "", "comments": []})
-                    if record["at"] and record["at"] >= mine["at"]:
-                        mine.update(title=record["title"], body=record["body"], at=record["at"])
-                    mine["comments"] += record["comments"]
-        for (repo, number), pr in sorted(pulls.items()):
+        # Records of every PR and wanted issue would grow with the archive: they spill to sqlite files
+        # in a scratch directory past `spill_limit` entries each (see `spill.SpillMap`).
+        with tempfile.TemporaryDirectory(prefix="swerl-gharchive-", dir=self.scratch) as tmp:
+            scratch = Path(tmp)
+            pulls = SpillMap(scratch / "pulls.sqlite", self.spill_limit, _merged_wins)
+            issues = SpillMap(scratch / "issues.sqlite", self.spill_limit, _merge_issue)
+            wanted = SpillMap(scratch / "wanted.sqlite", self.spill_limit)
+            try:
+                with ProcessPoolExecutor(max_workers=max(1, self.workers)) as pool:
+                    for found in _bounded_map(pool, scan_pulls, files, self.repos, 2 * self.workers):
+                        for pr in found:
+                            pulls.put(_pr_key(pr["repo"], pr["number"]), pr)
+                    for _, pr in pulls.items():
+                        for n in closing_issues(f"{pr['title']}\n{pr['body']}", pr["repo"]):
+                            wanted.put(_issue_key(pr["repo"], n), 1)
+                    members = wanted.membership()
+                    for part in _bounded_map(pool, scan_issues, files, members, 2 * self.workers):
+                        for name, record in part.items():
+                            issues.put(name, record)
+                yield from self._candidates(pulls, issues)
+            finally:
+                for index in (pulls, issues, wanted):
+                    index.close()
+
+    def _candidates(self, pulls: SpillMap, issues: SpillMap) -> Iterator[Candidate]:
+        """Candidates in (repo, PR number) order, each with the text of the issues it closes."""
+        for _, pr in pulls.items():
+            repo, number = pr["repo"], pr["number"]
             texts, linked = [], []
-            for n in links[(repo, number)]:
-                issue = issues.get(f"{repo}#{n}")
+            for n in closing_issues(f"{pr['title']}\n{pr['body']}", repo):
+                issue = issues.get(_issue_key(repo, n))
                 if issue is None:
                     continue
                 comments = [body for at, body in sorted(issue["comments"]) if at < pr["created_at"]]

@@ -71,6 +71,13 @@ def register(groups: argparse._SubParsersAction) -> None:
     mine.add_argument("--repos", nargs="*", default=None, help="--gharchive: only these OWNER/REPO")
     mine.add_argument("--shard-size", type=int, default=64, help="candidates per shard (default 64)")
     mine.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    mine.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="where shards are built: local processes, or Ray (pip install 'swerl[ray]'; joins "
+        "$RAY_ADDRESS or starts a local instance; clones and OUT must be on shared storage)",
+    )
     mine.add_argument("--max-files", type=int, default=10, help="max modified source files (default 10)")
     mine.add_argument("--max-lines", type=int, default=600, help="max changed lines (default 600)")
     mine.add_argument(
@@ -165,7 +172,14 @@ def _source(args: argparse.Namespace):
 def _run_mine(args: argparse.Namespace) -> int:
     from data_pipeline.runner import mine
 
-    summary = mine(args.out, _source(args), _config(args), workers=args.workers, progress=not args.quiet)
+    summary = mine(
+        args.out,
+        _source(args),
+        _config(args),
+        workers=args.workers,
+        progress=not args.quiet,
+        engine=args.engine,
+    )
     print(summary.report(), file=sys.stderr)
     return 0
 
