@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from swerl import __version__
-from swerl.cli import agentless, data, reward, sandbox
+from swerl.cli import agentless, data, plot, quickstart, reward, sandbox, train
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.register(groups)
     reward.register(groups)
     sandbox.register(groups)
+    train.register(groups)
+    plot.register(groups)
+    quickstart.register(groups)
     return parser
 
 

@@ -1,0 +1,98 @@
+"""Run logs: one JSON object per step in `metrics.jsonl`, the same scalars in TensorBoard, a progress bar.
+
+Metric names follow TRL's GRPOTrainer (`reward`, `reward_std`, `frac_reward_zero_std`,
+`completions/mean_length`, `clip_ratio/region_mean`, ...) so dashboards built for TRL runs read ours.
+JSONL is the source of truth (`swerl plot` reads it); TensorBoard is optional and skipped when the
+package is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+
+class MetricsLogger:
+    """Rank 0 writes; other ranks get a logger that does nothing, so callers need no rank checks."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        enabled: bool = True,
+        total_steps: int | None = None,
+        initial_step: int = 0,
+        tensorboard: bool = True,
+        progress: bool = True,
+        desc: str = "train",
+    ) -> None:
+        self.enabled = enabled
+        self.path = run_dir / "metrics.jsonl"
+        self._tb: Any = None
+        self._bar: Any = None
+        if not enabled:
+            return
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if initial_step == 0:
+            self.path.unlink(missing_ok=True)
+        else:
+            _truncate_after(self.path, initial_step)
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=initial_step + 1)
+            except ImportError:
+                self._tb = None
+        if progress:
+            self._bar = tqdm(total=total_steps, initial=initial_step, desc=desc, dynamic_ncols=True)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        """Append one step's scalars; NaN/inf become null in JSON (strict JSON has no NaN)."""
+        if not self.enabled:
+            return
+        row: dict[str, Any] = {"step": step}
+        for name, value in metrics.items():
+            value = float(value)
+            row[name] = value if math.isfinite(value) else None
+            if self._tb is not None and math.isfinite(value):
+                self._tb.add_scalar(name, value, step)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        if self._bar is not None:
+            shown = {k: f"{metrics[k]:.3g}" for k in ("reward", "loss", "malformed_rate") if k in metrics}
+            self._bar.set_postfix(shown, refresh=False)
+            self._bar.update(step - self._bar.n)
+
+    def write(self, message: str) -> None:
+        """Print above the progress bar instead of breaking it."""
+        if self.enabled:
+            (self._bar.write if self._bar is not None else print)(message)
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _truncate_after(path: Path, step: int) -> None:
+    """On resume, drop rows logged after the checkpoint: they will be logged again, identically."""
+    if not path.exists():
+        return
+    kept = [
+        line for line in path.read_text(encoding="utf-8").splitlines() if json.loads(line)["step"] <= step
+    ]
+    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """All rows of a metrics.jsonl (or the one inside a run directory)."""
+    if path.is_dir():
+        path = path / "metrics.jsonl"
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]

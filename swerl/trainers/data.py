@@ -1,0 +1,139 @@
+"""Training rows in, token ids out: reading the data pipeline's files and rendering prompts.
+
+A row's prompt is its `prompt` messages when the pipeline stored them (they were rendered with the
+shuffled file order the pipeline chose), else `swerl.edit_format.build_messages(problem_statement,
+code_context)`; either way it goes through the tokenizer's own chat template, the path every served
+model takes too.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from swerl.edit_format import build_messages
+from swerl.reward.batch import coerce_contents
+
+
+@dataclass
+class Example:
+    """One training prompt: its token ids and what the reward (or SFT target) needs from the row."""
+
+    prompt_ids: list[int]
+    code_context: dict[str, str] = field(default_factory=dict)
+    oracle_new_content: dict[str, str] = field(default_factory=dict)
+    instance_id: str = ""
+    messages: list[dict[str, str]] = field(default_factory=list)
+
+
+def read_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """Rows of a .parquet or .jsonl file (a directory: every .parquet file in it, sorted)."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(path.glob("*.parquet"))
+        rows = [row for f in files for row in pq.read_table(f).to_pylist()]
+    elif path.suffix == ".parquet":
+        rows = pq.read_table(path).to_pylist()
+    elif path.suffix in {".jsonl", ".json"}:
+        with path.open(encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    else:
+        raise ValueError(f"{path}: expected .parquet, .jsonl or a directory of .parquet files")
+    return rows[:limit] if limit is not None else rows
+
+
+def row_messages(row: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The chat messages of a row: its stored prompt, or the repair prompt built from its fields."""
+    prompt = row.get("prompt")
+    if prompt:
+        if isinstance(prompt, str):
+            prompt = json.loads(prompt)
+        return [{"role": m["role"], "content": m["content"]} for m in prompt]
+    context = coerce_contents(row["code_context"], "code_context")
+    return build_messages(row["problem_statement"], context)
+
+
+def prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """Token ids of the chat-templated prompt, ending with the assistant turn's opening.
+
+    Rendered to text first and then encoded without extra special tokens: the template already holds
+    them, and the return type of `apply_chat_template(tokenize=True)` differs across transformers versions.
+    """
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def build_examples(
+    rows: Iterable[Mapping[str, Any]], tokenizer: Any, max_prompt_length: int
+) -> tuple[list[Example], int]:
+    """Examples for rows whose prompt fits; returns them and how many were skipped as too long."""
+    examples, skipped = [], 0
+    for row in rows:
+        messages = row_messages(row)
+        ids = prompt_ids(tokenizer, messages)
+        if len(ids) > max_prompt_length:
+            skipped += 1
+            continue
+        examples.append(
+            Example(
+                prompt_ids=ids,
+                code_context=coerce_contents(row["code_context"], "code_context"),
+                oracle_new_content=coerce_contents(row["oracle_new_content"], "oracle_new_content"),
+                instance_id=str(row.get("instance_id", "")),
+                messages=messages,
+            )
+        )
+    return examples, skipped
+
+
+class EpochSampler:
+    """Prompt indices in a seeded order, reshuffled each epoch; its state is two integers.
+
+    Every rank draws the same global order and takes its own contiguous slice of each batch, so the
+    global batch is identical for any world size and a resumed run continues exactly where it stopped.
+    """
+
+    def __init__(self, size: int, seed: int) -> None:
+        if size <= 0:
+            raise ValueError("no training examples")
+        self.size, self.seed = size, seed
+        self.epoch, self.position = 0, 0
+        self._order = self._shuffled(0)
+
+    def _shuffled(self, epoch: int) -> list[int]:
+        order = list(range(self.size))
+        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+        return order
+
+    def next_batch(self, batch_size: int) -> list[int]:
+        """The next `batch_size` indices of the global order, wrapping into a new epoch as needed."""
+        out = []
+        while len(out) < batch_size:
+            if self.position == self.size:
+                self.epoch, self.position = self.epoch + 1, 0
+                self._order = self._shuffled(self.epoch)
+            take = min(batch_size - len(out), self.size - self.position)
+            out.extend(self._order[self.position : self.position + take])
+            self.position += take
+        return out
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        self._order = self._shuffled(self.epoch)
+
+
+def rank_slice(indices: list[int], rank: int, world_size: int) -> list[int]:
+    """This rank's contiguous share of a global batch (the batch size is a multiple of world_size)."""
+    if len(indices) % world_size:
+        raise ValueError(f"a batch of {len(indices)} prompts does not split over {world_size} ranks")
+    per = len(indices) // world_size
+    return indices[rank * per : (rank + 1) * per]

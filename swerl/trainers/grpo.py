@@ -1,0 +1,442 @@
+"""GRPO for SWE-RL: sample G answers per issue, score them, push the policy toward the better ones.
+
+One step, top to bottom (`GRPOTrainer.train_step`):
+
+1. rollout   — this rank's share of the prompts, G answers each (a group never spans ranks);
+2. reward    — each group scored together (the oracle diff is computed once per group);
+3. advantage — (r - group mean) / (group std + eps), on the *global* rewards so "batch" scaling and the
+               logged metrics see every rank's groups; zero-std groups are counted and optionally dropped;
+4. update    — mu passes; each pass is micro-batches of clipped-ratio loss, token-mean over the global
+               batch, then one optimizer step. Pass 1 of mu = 1 has ratio 1 (plain policy gradient).
+5. log and checkpoint.
+
+The trainer holds no algorithm: advantages, losses and KL come from `swerl.algorithms`.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from torch import Tensor
+
+from swerl.algorithms import (
+    clipped_policy_loss,
+    group_advantages,
+    group_reward_metrics,
+    logprob_mismatch,
+    masked_mean,
+    zero_std_groups,
+)
+from swerl.learner import Learner, MetricsLogger, init_distributed
+from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
+from swerl.learner.dist import all_gather_floats, all_reduce
+from swerl.trainers.common import (
+    PackedBatch,
+    completion_logprobs,
+    evaluate,
+    pack_sequences,
+    resolve_resume,
+    sampling_params,
+)
+from swerl.trainers.config import GRPOConfig
+from swerl.trainers.data import EpochSampler, Example, rank_slice
+from swerl.trainers.rewards import GroupReward
+
+
+class GRPOTrainer:
+    """Holds the run's pieces; `train()` is the loop, `train_step()` one rollout batch."""
+
+    def __init__(
+        self,
+        config: GRPOConfig,
+        model: Any,
+        tokenizer: Any,
+        train_examples: Sequence[Example],
+        reward_fn: GroupReward,
+        *,
+        engine: Any = None,
+        eval_examples: Sequence[Example] = (),
+        progress: bool = True,
+    ) -> None:
+        self.config = config
+        self.dist = init_distributed()
+        if config.prompts_per_step % self.dist.world_size:
+            raise ValueError("prompts_per_step must be a multiple of the number of processes")
+        seed_everything(config.seed + self.dist.rank)
+        self.tokenizer = tokenizer
+        self.examples = list(train_examples)
+        self.eval_examples = list(eval_examples)
+        self.reward_fn = reward_fn
+        self.pad_id = _pad_id(tokenizer, model)
+        # The reference is a frozen copy of the *initial* policy; beta = 0 (the default) needs none.
+        self.ref_model = copy.deepcopy(model).eval().requires_grad_(False) if config.beta > 0 else None
+        if self.ref_model is not None:
+            self.ref_model.to(self.dist.device)
+        self.learner = Learner(model, config, config.max_steps * config.num_iterations, self.dist)
+        self.engine = engine if engine is not None else build_engine(config, self.learner.module, tokenizer)
+        self.sampler = EpochSampler(len(self.examples), config.seed)
+        self.step = 0
+        self.num_tokens = 0
+        self.run_dir = Path(config.output_dir)
+        self.progress = progress
+
+    # ------------------------------------------------------------------------------------------ loop
+    def train(self) -> list[dict[str, float]]:
+        """Run to max_steps (continuing from a checkpoint when configured); returns the logged rows."""
+        cfg = self.config
+        ckpt = resolve_resume(cfg)
+        if ckpt is not None:
+            state = load_checkpoint(ckpt, self.learner, self.dist)
+            self.step, self.num_tokens = state["step"], state["num_tokens"]
+            self.sampler.load_state_dict(state["sampler"])
+        log = MetricsLogger(
+            self.run_dir,
+            enabled=self.dist.is_main,
+            total_steps=cfg.max_steps,
+            initial_step=self.step,
+            tensorboard=cfg.report_to_tensorboard,
+            progress=self.progress,
+            desc="grpo",
+        )
+        history = []
+        while self.step < cfg.max_steps:
+            metrics = self.train_step()
+            self.step += 1
+            history.append(metrics)
+            if self.step % cfg.logging_steps == 0 or self.step == cfg.max_steps:
+                log.log(self.step, metrics)
+            if cfg.save_steps and self.step % cfg.save_steps == 0 and self.step < cfg.max_steps:
+                self.save(self.run_dir / f"checkpoint-{self.step}")
+        self.save_final()
+        log.close()
+        return history
+
+    def train_step(self) -> dict[str, float]:
+        cfg, dist = self.config, self.dist
+        t0 = time.perf_counter()
+
+        # 1. Rollout: this rank's prompts, G answers each, from the current policy.
+        indices = rank_slice(self.sampler.next_batch(cfg.prompts_per_step), dist.rank, dist.world_size)
+        examples = [self.examples[i] for i in indices]
+        groups = self.generate([e.prompt_ids for e in examples])
+        t_gen = time.perf_counter()
+
+        # 2. Reward, one group at a time.
+        results = [
+            r for example, group in zip(examples, groups, strict=True) for r in self.reward_fn(example, group)
+        ]
+        completions = [c for group in groups for c in group]
+        prompts = [e.prompt_ids for e in examples for _ in range(cfg.num_generations)]
+        t_reward = time.perf_counter()
+
+        # 3. Advantages from the global rewards; this rank keeps the slice of its own groups.
+        local_rewards = [r.reward for r in results]
+        global_rewards = torch.tensor(all_gather_floats(local_rewards))
+        advantages = group_advantages(global_rewards, cfg.num_generations, scale=cfg.scale_rewards)
+        lo = dist.rank * len(local_rewards)
+        advantages = advantages[lo : lo + len(local_rewards)]
+        keep = list(range(len(completions)))
+        if cfg.drop_zero_std_groups:
+            flat = zero_std_groups(torch.tensor(local_rewards), cfg.num_generations)
+            keep = [i for i in keep if not flat[i // cfg.num_generations]]
+        batch = None
+        if keep:
+            kept = [completions[i] for i in keep]
+            batch = pack_sequences(
+                [prompts[i] for i in keep],
+                [c.token_ids for c in kept],
+                self.pad_id,
+                dist.device,
+                advantages=advantages[keep],
+                sampler_logp=[c.logprobs for c in kept],
+            )
+
+        # 4. Update: mu passes over the batch, each one optimizer step; the sampler gets the new weights.
+        train_stats = self.update(batch)
+        with torch.no_grad(), self.learner.full_parameters() as module:
+            self.engine.sync_weights(module)
+        t_train = time.perf_counter()
+
+        # 5. Metrics over the global batch (TRL's names).
+        metrics = self.rollout_metrics(global_rewards, completions, prompts, results)
+        metrics.update(train_stats)
+        step_tokens = all_reduce(
+            torch.tensor(float(sum(map(len, prompts)) + sum(len(c.token_ids) for c in completions)))
+        )
+        self.num_tokens += int(step_tokens.item())
+        metrics.update(
+            {
+                "num_tokens": float(self.num_tokens),
+                "step_time": t_train - t0,
+                "time/generate": t_gen - t0,
+                "time/reward": t_reward - t_gen,
+                "time/train": t_train - t_reward,
+                "tokens_per_second": float(step_tokens) / (t_train - t0),
+            }
+        )
+        return metrics
+
+    # ------------------------------------------------------------------------------------- the pieces
+    def generate(self, prompts: list[list[int]]) -> list[list[Any]]:
+        """G completions per prompt from the current weights (gathered first under ZeRO-3)."""
+        cfg = self.config
+        params = sampling_params(
+            n=cfg.num_generations,
+            max_new_tokens=cfg.max_completion_length,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            top_k=cfg.top_k or 0,
+        )
+        self.learner.eval()
+        with torch.no_grad(), self.learner.full_parameters():
+            groups = self.engine.generate(prompts, params)
+        self.learner.train()
+        return groups
+
+    def update(self, batch: PackedBatch | None) -> dict[str, float]:
+        """mu optimizer steps on one rollout batch; returns loss, kl, entropy, clip ratios, grad norm."""
+        cfg, dist = self.config, self.dist
+        mb_size = cfg.micro_batch_size
+        n_local = 0 if batch is None else len(batch)
+        rows = [list(range(lo, min(lo + mb_size, n_local))) for lo in range(0, n_local, mb_size)]
+        # Every rank runs as many micro-batches as the busiest one: ZeRO communicates in forward/backward.
+        n_mb = int(all_reduce(torch.tensor(len(rows)), op="max").item())
+        tokens = 0.0 if batch is None else float(batch.completion_mask.sum())
+        seqs = float(n_local)
+        global_count = all_reduce(torch.tensor([tokens, seqs], dtype=torch.float64))
+        denom = float(global_count[0] if cfg.loss_aggregation == "token-mean" else global_count[1])
+        if denom == 0:
+            return {"loss": 0.0}
+        # Gradients are averaged over ranks, so each rank's share is scaled back up by world_size.
+        normalizer = denom / dist.world_size
+
+        if cfg.num_iterations > 1 or self.ref_model is not None:
+            self.precompute_logprobs(batch, rows, n_mb)
+
+        sums: defaultdict[str, float] = defaultdict(float)
+        step_stats: dict[str, float] = {}
+        for iteration in range(cfg.num_iterations):
+            for k in range(n_mb):
+                last = k == n_mb - 1
+                if k >= len(rows):
+                    self.learner.backward(self.dummy_loss(), last=last)
+                    continue
+                mb = batch.micro_batch(rows[k])
+                logp, entropy = completion_logprobs(
+                    self.learner.forward,
+                    mb["input_ids"],
+                    mb["attention_mask"],
+                    mb["completion_ids"],
+                    cfg.temperature,
+                    with_entropy=iteration == 0,
+                )
+                old_logp = mb["old_logp"] if mb["old_logp"] is not None else logp.detach()
+                loss, stats = clipped_policy_loss(
+                    logp,
+                    old_logp,
+                    mb["advantages"],
+                    mb["completion_mask"],
+                    eps_low=cfg.epsilon,
+                    eps_high=cfg.epsilon_high,
+                    aggregation=cfg.loss_aggregation,
+                    normalizer=normalizer,
+                    ref_logp=mb["ref_logp"],
+                    beta=cfg.beta,
+                )
+                self.learner.backward(loss, last=last)
+                if iteration == 0:
+                    mask = mb["completion_mask"]
+                    n_tok = float(mask.sum())
+                    sums["loss"] += float(loss.detach()) / dist.world_size
+                    sums["entropy"] += float(masked_mean(entropy, mask)) * n_tok
+                    sums["tokens"] += n_tok
+                    for name, value in stats.items():
+                        sums[name] += float(value) * n_tok
+                    if mb["sampler_logp"] is not None:
+                        for name, value in logprob_mismatch(mb["sampler_logp"], logp.detach(), mask).items():
+                            sums[name] += float(value) * n_tok
+            step_stats = self.learner.step()
+        return self.reduce_update_stats(sums, step_stats)
+
+    def precompute_logprobs(self, batch: PackedBatch | None, rows: list[list[int]], n_mb: int) -> None:
+        """Old log-probs (policy before this batch's updates) for mu > 1, reference log-probs for beta > 0.
+
+        Padded to `n_mb` policy forwards like the update, since ZeRO-3 gathers parameters inside forward.
+        """
+        cfg = self.config
+        with torch.no_grad():
+            if batch is not None:
+                n, c = batch.completion_ids.shape
+                if cfg.num_iterations > 1:
+                    batch.old_logp = torch.zeros(n, c, device=self.dist.device)
+                if self.ref_model is not None:
+                    batch.ref_logp = torch.zeros(n, c, device=self.dist.device)
+            for k in range(n_mb):
+                if k >= len(rows):
+                    if cfg.num_iterations > 1:
+                        self.dummy_loss()
+                    continue
+                mb = batch.micro_batch(rows[k])
+                idx = torch.tensor(rows[k], device=self.dist.device)
+                width = mb["completion_ids"].shape[1]
+                args = (mb["input_ids"], mb["attention_mask"], mb["completion_ids"], cfg.temperature)
+                if batch.old_logp is not None:
+                    batch.old_logp[idx, :width] = completion_logprobs(self.learner.forward, *args)[0]
+                if batch.ref_logp is not None:
+                    batch.ref_logp[idx, :width] = completion_logprobs(self.ref_model, *args)[0]
+
+    def dummy_loss(self) -> Tensor:
+        """A zero loss through the model, for a rank with fewer micro-batches than the others."""
+        ids = torch.full((1, 1), self.pad_id, dtype=torch.long, device=self.dist.device)
+        return self.learner.forward(input_ids=ids, use_cache=False).logits.sum() * 0.0
+
+    def reduce_update_stats(self, sums: dict[str, float], step_stats: dict[str, float]) -> dict[str, float]:
+        """Token-weighted means over every rank's micro-batches of the first pass."""
+        names = sorted(k for k in sums if k not in {"loss", "tokens"})
+        values = all_reduce(
+            torch.tensor([sums["loss"], sums["tokens"], *(sums[k] for k in names)], dtype=torch.float64)
+        )
+        tokens = max(1.0, float(values[1]))
+        out = {"loss": float(values[0])}
+        out.update({name: float(v) / tokens for name, v in zip(names, values[2:].tolist(), strict=True)})
+        out.update(step_stats)
+        return out
+
+    def rollout_metrics(
+        self, global_rewards: Tensor, completions: list[Any], prompts: list[list[int]], results: list[Any]
+    ) -> dict[str, float]:
+        """reward, reward_std, frac_reward_zero_std, completion lengths and malformed rates (global)."""
+        g = self.config.num_generations
+        metrics = {k: float(v) for k, v in group_reward_metrics(global_rewards, g).items()}
+        lengths = all_gather_floats([float(len(c.token_ids)) for c in completions])
+        clipped = all_gather_floats([float(getattr(c, "finish_reason", "") == "length") for c in completions])
+        terminated = [n for n, cut in zip(lengths, clipped, strict=True) if not cut]
+        metrics.update(
+            {
+                "completions/mean_length": sum(lengths) / len(lengths),
+                "completions/min_length": min(lengths),
+                "completions/max_length": max(lengths),
+                "completions/clipped_ratio": sum(clipped) / len(clipped),
+                "completions/mean_terminated_length": sum(terminated) / len(terminated)
+                if terminated
+                else 0.0,
+            }
+        )
+        kinds = Counter(r.error for r in results if r.error)
+        names = sorted(set(_ERROR_KINDS) | set(kinds))
+        counts = all_reduce(torch.tensor([float(kinds.get(k, 0)) for k in names], dtype=torch.float64))
+        total = len(global_rewards)
+        metrics["malformed_rate"] = float(counts.sum()) / total
+        for name, count in zip(names, counts.tolist(), strict=True):
+            metrics[f"malformed/{name}"] = count / total
+        return metrics
+
+    # ------------------------------------------------------------------------------------ state
+    def trainer_state(self) -> dict[str, Any]:
+        return {"step": self.step, "num_tokens": self.num_tokens, "sampler": self.sampler.state_dict()}
+
+    def save(self, path: Path) -> None:
+        save_checkpoint(
+            path.parent,
+            self.step,
+            self.learner,
+            self.tokenizer,
+            self.trainer_state(),
+            self.dist,
+            keep=self.config.save_total_limit,
+        )
+
+    def save_final(self) -> None:
+        """The trained policy in HF form under output_dir/final, ready for `from_pretrained` or serving."""
+        self.learner.save_pretrained(self.run_dir / "final", self.tokenizer)
+
+    def evaluate(self, examples: Sequence[Example] | None = None) -> Any:
+        """Held-out mean reward and malformed rate with the current weights (one answer per prompt)."""
+        cfg = self.config
+        self.learner.eval()
+        with torch.no_grad(), self.learner.full_parameters():
+            report = evaluate(
+                self.engine,
+                list(examples if examples is not None else self.eval_examples),
+                self.reward_fn,
+                max_new_tokens=cfg.max_completion_length,
+                temperature=cfg.eval_temperature,
+            )
+        self.learner.train()
+        return report
+
+
+def build_engine(config: GRPOConfig, model: Any, tokenizer: Any) -> Any:
+    """The rollout engine the config names: "hf" (transformers, colocated) or "vllm" (optional extra)."""
+    if config.rollout_engine == "hf":
+        from swerl.rollout.hf import HFEngine
+
+        return HFEngine(model, tokenizer, batch_size=config.generation_batch_size)
+    if config.rollout_engine == "vllm":
+        # Colocated vLLM loads the same checkpoint and receives the weights after every step.
+        from swerl.rollout.vllm_engine import VLLMEngine
+
+        return VLLMEngine(config.model_name_or_path, **config.rollout_kwargs)
+    raise ValueError(f"rollout_engine must be 'hf' or 'vllm', got {config.rollout_engine!r}")
+
+
+_ERROR_KINDS = ("tag_count", "empty_thought", "no_blocks", "search_not_found", "search_equals_replace")
+
+
+def _pad_id(tokenizer: Any, model: Any) -> int:
+    for value in (
+        getattr(tokenizer, "pad_token_id", None),
+        getattr(tokenizer, "eos_token_id", None),
+        getattr(model.config, "pad_token_id", None),
+        getattr(model.config, "eos_token_id", None),
+    ):
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+def run(config: GRPOConfig, progress: bool = True) -> dict[str, Any]:
+    """Everything `swerl train grpo` does: load model and data, evaluate, train, evaluate, save the config.
+
+    Resuming loads the model from the checkpoint's HF copy, so weights, optimizer and RNG all come from
+    the same step. Returns the held-out reports (before/after) and the training history.
+    """
+    from swerl.trainers.common import load_policy
+    from swerl.trainers.data import build_examples, read_rows
+    from swerl.trainers.rewards import reward_from_name
+
+    ckpt = resolve_resume(config)
+    model, tokenizer = load_policy(
+        str(ckpt / "model") if ckpt else config.model_name_or_path, config.trust_remote_code
+    )
+    examples, skipped = build_examples(
+        read_rows(config.train_file, config.max_train_samples), tokenizer, config.max_prompt_length
+    )
+    eval_examples: list[Example] = []
+    if config.eval_file:
+        eval_examples, _ = build_examples(
+            read_rows(config.eval_file, config.max_eval_samples), tokenizer, config.max_prompt_length
+        )
+    reward = reward_from_name(config.reward, config.reward_strict)
+    trainer = GRPOTrainer(
+        config, model, tokenizer, examples, reward, eval_examples=eval_examples, progress=progress
+    )
+    out: dict[str, Any] = {"skipped_long_prompts": skipped, "train_examples": len(examples)}
+    if trainer.dist.is_main:
+        Path(config.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(config.output_dir) / "config.yaml").write_text(
+            yaml.safe_dump(config.to_dict()), encoding="utf-8"
+        )
+    if eval_examples and ckpt is None:
+        out["eval_before"] = trainer.evaluate()
+    out["history"] = trainer.train()
+    if eval_examples:
+        out["eval_after"] = trainer.evaluate()
+    return out
