@@ -24,7 +24,7 @@ from swerl.edit_format.parse import (
     parse_answer,
     parse_edits,
 )
-from swerl.edit_format.patch import grouped_opcodes
+from swerl.fastdiff import grouped_opcodes
 
 DEFAULT_THOUGHT = "The issue is caused by the code changed below; these edits fix it."
 DEFAULT_LANGUAGE = "python"

@@ -9,26 +9,16 @@ file".
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 
 import unidiff
+
+from swerl.fastdiff import grouped_opcodes
 
 DEV_NULL = "/dev/null"
 NO_NEWLINE_MARKER = "\\ No newline at end of file\n"
 FILE_MODE = "100644"
-
-Opcode = tuple[str, int, int, int, int]
-
-
-def grouped_opcodes(a: Sequence[str], b: Sequence[str], n: int = 3) -> Iterable[list[Opcode]]:
-    """Diff hunks, as `difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(n)` computes them.
-
-    `build_git_patch` and `canonical_answer` both call this one function. That way a compiled
-    equivalent with the same results (`swerl.fastdiff.grouped_opcodes`) can replace it in one line.
-    """
-    return difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(n)
 
 
 def split_lines(text: str) -> list[str]:
