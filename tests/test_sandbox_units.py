@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -193,3 +195,26 @@ def test_no_code_job_never_runs() -> None:
         None, [TestCase("1"), TestCase("2")], config=SandboxConfig(bwrap="/nonexistent/bwrap")
     )
     assert [r.verdict for r in results] == [Verdict.NO_CODE, Verdict.NO_CODE]
+
+
+def test_a_large_caller_does_not_turn_a_crash_into_a_memory_verdict() -> None:
+    """A per-test run inherits the caller's high-water RSS as ru_maxrss; that must not read as the program's
+    (it did in CI: a pytest worker that had loaded torch reported a plain crash as memory_limit)."""
+    _need_bwrap()
+    script = (
+        "import sys\n"
+        "ballast = bytearray(400 << 20)\n"
+        "ballast[::4096] = b'x' * len(ballast[::4096])\n"
+        "from swerl.sandbox import Limits, SandboxConfig\n"
+        "from swerl.sandbox.runner import execute_source\n"
+        "run = execute_source('raise SystemExit(3)', limits=Limits(cpu_s=2.0, memory_bytes=1 << 28),\n"
+        "                     config=SandboxConfig(persistent=False))\n"
+        "print(run.exit_code, run.peak_memory_bytes)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    exit_code, peak = map(int, proc.stdout.split())
+    assert exit_code == 3
+    assert peak < 1 << 28
+    run = Execution(exit_code, None, 0.1, 0.05, peak, "", "", False, False)
+    assert failure_verdict(run, LIMITS) is Verdict.RUNTIME_ERROR

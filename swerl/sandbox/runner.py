@@ -12,7 +12,11 @@ process left in the namespace, including ones that called setsid() to leave the 
 outlives its test.
 
 Resource figures come from wait4() on bubblewrap: the kernel folds the usage of every reaped descendant
-into it, so CPU time is the whole tree's and peak memory is the largest resident set among them.
+into it, so CPU time is the whole tree's and peak memory is the largest resident set among them. One
+catch: the spawned child's ru_maxrss starts from the caller's own high-water mark (fork and exec carry
+it over), so from a large caller (a trainer, a test process that loaded torch) the figure says nothing
+about the program. A peak that does not exceed the caller's own high-water mark is reported as 0
+(unknown) rather than mistaken for the program's and turned into a false memory_limit verdict.
 """
 
 from __future__ import annotations
@@ -244,17 +248,23 @@ def execute_fresh(
             wall = time.monotonic() - start
             proc.returncode = os.waitstatus_to_exitcode(status)
     exit_code, sig = _decode_status(status, bwrap is not None)
+    peak = usage.ru_maxrss * 1024
     return Execution(
         exit_code=exit_code,
         signal=sig,
         wall_s=wall,
         cpu_s=usage.ru_utime + usage.ru_stime,
-        peak_memory_bytes=usage.ru_maxrss * 1024,
+        peak_memory_bytes=peak if peak > _own_high_water_mark() else 0,
         stdout=bytes(got.stdout[: limits.stdout_bytes]).decode("utf-8", errors="replace"),
         stderr_tail=bytes(got.stderr[-limits.tail_bytes * 4 :]).decode("utf-8", errors="replace"),
         timed_out=got.timed_out,
         output_exceeded=got.exceeded,
     )
+
+
+def _own_high_water_mark() -> int:
+    """This process's peak resident set in bytes, which every child it spawns inherits as its ru_maxrss."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def execute_source(

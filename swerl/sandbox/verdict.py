@@ -33,7 +33,8 @@ class Execution:
     cpu_s: float
     """User + system CPU of every process the sandbox reaped (a lower bound when we had to kill it)."""
     peak_memory_bytes: int
-    """Largest resident set among the reaped processes (ru_maxrss; a lower bound when killed)."""
+    """Largest resident set among the reaped processes (ru_maxrss; a lower bound when killed; 0 when
+    unknown because a per-test run was spawned from a process larger than the program)."""
     stdout: str
     """All of stdout, up to the cap (decoded as UTF-8, bad bytes replaced)."""
     stderr_tail: str
