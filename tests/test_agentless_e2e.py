@@ -165,3 +165,26 @@ def test_tiny_model_run_completes_with_valid_output(
     repair_row = json.loads(stage_path(tmp_path / "run", "repair").read_text())
     assert len(repair_row["samples"]) == 2
     assert all(s["error"] for s in repair_row["samples"])  # random weights: malformed, and recorded
+
+
+@needs_bwrap
+def test_an_interpreter_under_tmp_stays_visible_in_the_sandbox(tmp_path: Path) -> None:
+    """CI clones (and their venvs) may live under /tmp, where the sandbox mounts a fresh tmpfs: the
+    interpreter's directories must be bound after it, or the tests cannot even start."""
+    import shutil
+    import subprocess
+    import venv
+
+    from agentless.execution.local import bwrap_command
+
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
+    python = str(env_dir / "bin" / "python")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    cmd = bwrap_command(
+        shutil.which("bwrap") or "bwrap", python, workdir, ["-c", "import sys; print(sys.prefix)"]
+    )
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(env_dir)

@@ -56,9 +56,11 @@ def bwrap_command(bwrap: str, python: str, workdir: Path, argv: Sequence[str]) -
             cmd += ["--ro-bind", entry, entry]
     for path in _ETC:
         cmd += ["--ro-bind-try", path, path]
+    # The scratch tmpfs goes first: an interpreter (a venv) may itself live under /tmp, and a later
+    # tmpfs would hide it.
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
     for root in _interpreter_roots(python):
         cmd += ["--ro-bind", root, root]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
     cmd += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--clearenv"]
     for key, value in _test_env(workdir).items():
         cmd += ["--setenv", key, value]
