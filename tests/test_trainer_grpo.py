@@ -162,7 +162,15 @@ def test_every_shipped_config_loads() -> None:
 
     root = Path(__file__).resolve().parents[1] / "configs"
     for path in sorted(root.glob("*.yaml")):
-        cls = SFTConfig if path.name.startswith("sft") else GRPOConfig
+        from swerl.trainers.rlef import RLEFConfig
+
+        cls = (
+            SFTConfig
+            if path.name.startswith("sft")
+            else RLEFConfig
+            if path.name.startswith("rlef")
+            else GRPOConfig
+        )
         config = cls.from_yaml(path)
         if config.deepspeed:
             assert (root.parent / config.deepspeed).exists(), path

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from swerl import __version__
-from swerl.cli import agentless, data, plot, quickstart, reward, sandbox, train
+from swerl.cli import agentless, data, eval, plot, quickstart, reward, sandbox, train
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
     agentless.register(groups)
     data.register(groups)
+    eval.register(groups)
     reward.register(groups)
     sandbox.register(groups)
     train.register(groups)

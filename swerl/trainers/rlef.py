@@ -1,0 +1,677 @@
+"""RLEF: PPO over multi-turn dialogs with execution feedback (Gehring et al., 2025).
+
+One step, top to bottom (`RLEFTrainer.train_step`):
+
+1. rollout — this rank's problems, `episodes_per_problem` episodes each (`swerl.trainers.dialog`):
+             answer, public-test feedback, answer again, up to 3 answers; private tests on the last one;
+2. score   — one teacher-forced pass per dialog under the policy (old log-probs), the frozen start model
+             (reference log-probs) and the critic (one value per answer, read at the last context token);
+3. reward  — R_t = r_t - beta * log(pi(a_t|c_t) / rho(a_t|c_t)), the log-ratio summed over a_t's tokens;
+4. advantage — GAE over the turns of each episode (gamma, lambda), whitened over the global batch;
+               each answer's advantage is spread over its tokens;
+5. update  — `num_iterations` passes; each is micro-batches of the token-level clipped policy loss
+             (feedback and prompt tokens masked out) and the clipped value loss, then one optimizer
+             step for the policy and one for the critic;
+6. log and checkpoint.
+
+Value function: a separate critic (`TurnCritic`, the start model's transformer plus a scalar head), not a
+head on the policy. The policy then stays a plain causal LM, so rollout engines (vLLM weight sync),
+`save_pretrained` and the reference copy work on it unchanged; value gradients cannot disturb the
+policy's representation (no value-loss coefficient to tune); and the critic gets its own learning rate.
+The price is a second model in memory (at 8B with ZeRO-3 sharding that is affordable). Values are read
+once per answer, at the last token of its context, because the reward and the advantages are per turn.
+
+Like GRPO, the trainer holds no algorithm: GAE, whitening and the losses come from `swerl.algorithms`;
+learner, checkpoints and logging are the GRPO trainer's.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from torch import Tensor, nn
+
+from swerl.algorithms import clipped_policy_loss, clipped_value_loss, masked_mean, turn_level_gae, whiten
+from swerl.learner import Learner, MetricsLogger, init_distributed
+from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
+from swerl.learner.dist import all_gather_floats, all_reduce
+from swerl.trainers.common import PackedBatch, completion_logprobs, pack_sequences, resolve_resume
+from swerl.trainers.config import TrainConfig
+from swerl.trainers.data import EpochSampler, rank_slice
+from swerl.trainers.dialog import ChatRenderer, ContestTask, Episode, EpisodeConfig, Judge, run_episodes
+
+
+@dataclass
+class RLEFConfig(TrainConfig):
+    """RLEF on CodeContests-shaped problems (defaults: the paper's turns, rewards and beta).
+
+    Attributes:
+        train_file / eval_file: code_contests JSONL or Parquet, or "bundled:train" / "bundled:valid" /
+            "bundled:test" for the small problem set shipped in swerl/data/rlef_problems.
+        prompts_per_step: problems per rollout batch over all ranks (a multiple of the world size).
+        episodes_per_problem: episodes sampled per problem (a problem's episodes stay on one rank).
+        max_turns: answers per episode (feedback follows every failed answer but the last).
+        max_completion_length: new tokens per answer.
+        max_seq_length: a dialog never grows past this (the episode ends when the next answer won't fit).
+        temperature, top_p: sampling; log-probs use the same temperature.
+        beta: weight of the per-answer KL penalty log(pi / rho) in the reward (rho: the start model).
+        gamma, lam: GAE over turns. gamma = 1 (episodes are at most 3 turns, nothing to discount);
+            lam = 0.95 (PPO's usual value: mostly Monte-Carlo, a little bootstrapping from the critic).
+        whiten_advantages: whiten the per-answer advantages over the global batch.
+        epsilon: policy clip range; value_clip: clip range of the value loss.
+        critic_learning_rate: the critic's AdamW learning rate (the policy uses learning_rate).
+        num_iterations: PPO passes over each rollout batch (each pass: one optimizer step per model).
+        feedback: "execution" (RLEF), "random" or "none" (ablations, for training too).
+        solved_reward / failed_reward / invalid_code_reward: the task rewards (+1 / -1 / -0.2).
+        sft_warmup_steps: before RL, supervised steps on the problems' reference solutions (0: none);
+            sft_learning_rate / sft_batch_size: their optimizer settings.
+        eval_samples: dialogs per held-out problem for the before/after 1@3 report.
+        eval_temperature: sampling temperature of those dialogs.
+        generation_batch_size, rollout_engine, rollout_kwargs: as in GRPO.
+        sandbox_workers: parallel test runs (None: one per core).
+    """
+
+    prompts_per_step: int = 8
+    episodes_per_problem: int = 4
+    max_turns: int = 3
+    max_completion_length: int = 512
+    max_seq_length: int = 8192
+    temperature: float = 1.0
+    top_p: float = 1.0
+    beta: float = 0.05
+    gamma: float = 1.0
+    lam: float = 0.95
+    whiten_advantages: bool = True
+    epsilon: float = 0.2
+    value_clip: float = 0.2
+    critic_learning_rate: float = 1e-5
+    num_iterations: int = 1
+    feedback: str = "execution"
+    solved_reward: float = 1.0
+    failed_reward: float = -1.0
+    invalid_code_reward: float = -0.2
+    sft_warmup_steps: int = 0
+    sft_learning_rate: float = 1e-3
+    sft_batch_size: int = 16
+    eval_samples: int = 6
+    eval_temperature: float = 1.0
+    generation_batch_size: int = 64
+    rollout_engine: str = "hf"
+    rollout_kwargs: dict[str, Any] = field(default_factory=dict)
+    sandbox_workers: int | None = None
+
+    def episode_config(self, **changes: Any) -> EpisodeConfig:
+        values = {
+            "max_turns": self.max_turns,
+            "max_new_tokens": self.max_completion_length,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_context_length": self.max_seq_length,
+            "feedback": self.feedback,
+            "solved_reward": self.solved_reward,
+            "failed_reward": self.failed_reward,
+            "invalid_code_reward": self.invalid_code_reward,
+        }
+        values.update(changes)
+        return EpisodeConfig(**values)
+
+
+# ------------------------------------------------------------------------------------------ the math
+def kl_penalized_rewards(task_rewards: Tensor, policy_logp: Tensor, ref_logp: Tensor, beta: float) -> Tensor:
+    """R_t = r_t - beta * log(pi(a_t|c_t) / rho(a_t|c_t)); the log-probs are per answer (summed over tokens).
+
+    The penalty is the sampled estimate of KL(pi || rho) for that answer: positive on average, so it pulls
+    the policy back toward the start model, per turn, where the task reward lives.
+    """
+    return task_rewards.float() - beta * (policy_logp.float() - ref_logp.float())
+
+
+class TurnCritic(nn.Module):
+    """V(context): a causal LM's transformer (no LM head) and a linear head, read at chosen positions.
+
+    The head starts at zero, so the first advantages are plain returns instead of noise from a random
+    head. `save_pretrained` writes the backbone in HF form and the head next to it.
+    """
+
+    def __init__(self, causal_lm: nn.Module) -> None:
+        super().__init__()
+        self.backbone = getattr(causal_lm, causal_lm.base_model_prefix)
+        self.config = causal_lm.config
+        self.head = nn.Linear(causal_lm.config.hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor, **_: Any) -> Tensor:
+        hidden = self.backbone(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+        ).last_hidden_state
+        return self.head(hidden.to(self.head.weight.dtype)).squeeze(-1)
+
+    def gradient_checkpointing_enable(self, **kwargs: Any) -> None:
+        self.backbone.gradient_checkpointing_enable(**kwargs)
+
+    def save_pretrained(self, out_dir: Path, **kwargs: Any) -> None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        self.backbone.save_pretrained(out_dir, **kwargs)
+        torch.save(self.head.state_dict(), Path(out_dir) / "value_head.pt")
+
+    def load_pretrained(self, out_dir: Path) -> None:
+        """Weights written by `save_pretrained` (resume without DeepSpeed, whose checkpoint has its own)."""
+        saved = type(self.backbone).from_pretrained(str(out_dir))
+        self.backbone.load_state_dict(saved.state_dict())
+        self.head.load_state_dict(torch.load(Path(out_dir) / "value_head.pt", weights_only=True))
+
+
+@dataclass
+class DialogBatch:
+    """Episodes packed for the learner: [left-padded first prompt | dialog after it], answer tokens masked in.
+
+    `packed.completion_mask` is the answer mask (0 on feedback); `turn_ids` says which answer each
+    completion token belongs to (-1 elsewhere); `state_cols[e][t]` is the completion-relative column of
+    the last context token of answer t (-1: the last prompt token), where the critic is read.
+    """
+
+    packed: PackedBatch
+    turn_ids: Tensor  # [E, C]
+    state_cols: list[list[int]]
+    num_turns: list[int]
+
+    def __len__(self) -> int:
+        return len(self.num_turns)
+
+
+def pack_episodes(episodes: Sequence[Episode], pad_id: int, device: str) -> DialogBatch:
+    completions = [ep.tokens[len(ep.prompt_ids) :] for ep in episodes]
+    packed = pack_sequences([ep.prompt_ids for ep in episodes], completions, pad_id, device)
+    width = packed.completion_ids.shape[1]
+    mask = torch.zeros_like(packed.completion_mask)
+    turn_ids = torch.full_like(packed.completion_mask, -1)
+    for e, ep in enumerate(episodes):
+        p = len(ep.prompt_ids)
+        answer = torch.tensor(ep.answer_mask[p:], dtype=mask.dtype)
+        turns = torch.tensor(ep.turn_of_token[p:], dtype=turn_ids.dtype)
+        mask[e, : len(answer)] = answer[:width]
+        turn_ids[e, : len(turns)] = turns[:width]
+    packed.completion_mask = mask
+    return DialogBatch(
+        packed=packed,
+        turn_ids=turn_ids,
+        state_cols=[[turn.context_len - len(ep.prompt_ids) - 1 for turn in ep.turns] for ep in episodes],
+        num_turns=[len(ep.turns) for ep in episodes],
+    )
+
+
+def turn_tensor(values: Sequence[Sequence[float]], width: int) -> Tensor:
+    """Ragged per-episode turn values as [E, width], zero-padded."""
+    out = torch.zeros(len(values), width)
+    for e, row in enumerate(values):
+        out[e, : len(row)] = torch.tensor(list(row), dtype=torch.float32)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ trainer
+class RLEFTrainer:
+    """Holds the run's pieces; `train()` is the loop, `train_step()` one rollout batch."""
+
+    def __init__(
+        self,
+        config: RLEFConfig,
+        model: Any,
+        tokenizer: Any,
+        train_tasks: Sequence[ContestTask],
+        *,
+        judge: Judge,
+        engine: Any = None,
+        progress: bool = True,
+    ) -> None:
+        self.config = config
+        self.dist = init_distributed()
+        if config.prompts_per_step % self.dist.world_size:
+            raise ValueError("prompts_per_step must be a multiple of the number of processes")
+        seed_everything(config.seed + self.dist.rank)
+        self.tokenizer = tokenizer
+        self.tasks = list(train_tasks)
+        self.judge = judge
+        self.renderer = ChatRenderer(tokenizer)
+        self.pad_id = _pad_id(tokenizer)
+        # rho: the frozen start model; the critic starts from the same weights (its own copy).
+        self.ref_model = copy.deepcopy(model).eval().requires_grad_(False).to(self.dist.device)
+        critic = TurnCritic(copy.deepcopy(model))
+        optimizer_steps = config.max_steps * config.num_iterations
+        self.learner = Learner(model, config, optimizer_steps, self.dist)
+        critic_config = dataclasses.replace(config, learning_rate=config.critic_learning_rate)
+        self.critic = Learner(critic, critic_config, optimizer_steps, self.dist)
+        if self.learner.bf16:  # the reference only runs forward passes: half the memory, same log-probs
+            self.ref_model.to(torch.bfloat16)
+        self.engine = engine if engine is not None else build_engine(config, self.learner.module, tokenizer)
+        self.sampler = EpochSampler(len(self.tasks), config.seed)
+        self.rng = random.Random(config.seed + self.dist.rank)
+        self.step = 0
+        self.run_dir = Path(config.output_dir)
+        self.progress = progress
+
+    # ------------------------------------------------------------------------------------------ loop
+    def train(self) -> list[dict[str, float]]:
+        """Run to max_steps (continuing from a checkpoint when configured); returns the logged rows."""
+        cfg = self.config
+        ckpt = resolve_resume(cfg)
+        if ckpt is not None:
+            state = load_checkpoint(ckpt, self.learner, self.dist)
+            self.step = state["step"]
+            self.sampler.load_state_dict(state["sampler"])
+            if self.critic.engine is None:
+                self.critic.module.load_pretrained(ckpt / "critic")
+            self.critic.load_state(ckpt / "critic")
+        log = MetricsLogger(
+            self.run_dir,
+            enabled=self.dist.is_main,
+            total_steps=cfg.max_steps,
+            initial_step=self.step,
+            tensorboard=cfg.report_to_tensorboard,
+            progress=self.progress,
+            desc="rlef",
+        )
+        history = []
+        while self.step < cfg.max_steps:
+            metrics = self.train_step()
+            self.step += 1
+            history.append(metrics)
+            if self.step % cfg.logging_steps == 0 or self.step == cfg.max_steps:
+                log.log(self.step, metrics)
+            if cfg.save_steps and self.step % cfg.save_steps == 0 and self.step < cfg.max_steps:
+                self.save(self.run_dir / f"checkpoint-{self.step}")
+        self.learner.save_pretrained(self.run_dir / "final", self.tokenizer)
+        log.close()
+        return history
+
+    def train_step(self) -> dict[str, float]:
+        cfg, dist = self.config, self.dist
+        t0 = time.perf_counter()
+
+        # 1. Rollout: this rank's problems, several episodes each, from the current policy.
+        indices = rank_slice(self.sampler.next_batch(cfg.prompts_per_step), dist.rank, dist.world_size)
+        tasks = [self.tasks[i] for i in indices for _ in range(cfg.episodes_per_problem)]
+        self.learner.eval()
+        with torch.no_grad(), self.learner.full_parameters():
+            episodes = run_episodes(
+                self.engine, self.renderer, tasks, cfg.episode_config(), self.judge, rng=self.rng
+            )
+        self.learner.train()
+        batch = pack_episodes(episodes, self.pad_id, dist.device)
+        t_rollout = time.perf_counter()
+
+        # 2. Score every dialog once: old and reference log-probs per token, old values per answer.
+        old_logp, ref_logp, old_values = self.score(batch)
+        max_turns = max(batch.num_turns)
+        turn_mask = turn_tensor([[1.0] * n for n in batch.num_turns], max_turns).bool()
+
+        # 3. Per-answer rewards with the KL penalty: log-ratios summed over each answer's tokens.
+        pi_sums = self.per_turn_sums(old_logp, batch, max_turns)
+        ref_sums = self.per_turn_sums(ref_logp, batch, max_turns)
+        task = turn_tensor([ep.rewards for ep in episodes], max_turns)
+        rewards = torch.where(turn_mask, kl_penalized_rewards(task, pi_sums, ref_sums, cfg.beta), 0.0)
+
+        # 4. GAE over turns; the last real turn of every episode is terminal. Whitened over all ranks.
+        dones = turn_tensor([[0.0] * (n - 1) + [1.0] for n in batch.num_turns], max_turns)
+        dones = torch.where(turn_mask, dones, torch.ones_like(dones))
+        advantages, returns = turn_level_gae(rewards, old_values, dones, gamma=cfg.gamma, lam=cfg.lam)
+        if cfg.whiten_advantages:
+            advantages = self.global_whiten(advantages, turn_mask)
+
+        # 5. Update policy and critic.
+        train_stats = self.update(batch, advantages, returns, old_values, old_logp, turn_mask)
+        with torch.no_grad(), self.learner.full_parameters() as module:
+            self.engine.sync_weights(module)
+        t_train = time.perf_counter()
+
+        # 6. Metrics over the global batch.
+        metrics = self.rollout_metrics(episodes, task, pi_sums - ref_sums, turn_mask)
+        metrics.update(train_stats)
+        metrics.update(
+            {"step_time": t_train - t0, "time/rollout": t_rollout - t0, "time/train": t_train - t_rollout}
+        )
+        return metrics
+
+    # ------------------------------------------------------------------------------------- the pieces
+    def micro_batches(self, n: int) -> list[list[int]]:
+        size = self.config.micro_batch_size
+        return [list(range(lo, min(lo + size, n))) for lo in range(0, n, size)]
+
+    def values_of(self, forward: Any, mb: dict[str, Any], rows: list[int], batch: DialogBatch) -> Tensor:
+        """The critic's value of each answer's context, [rows, max_turns] (0 past an episode's end)."""
+        ids, attention = mb["input_ids"], mb["attention_mask"]
+        position_ids = (attention.long().cumsum(-1) - 1).clamp(min=0)
+        per_token = forward(input_ids=ids, attention_mask=attention, position_ids=position_ids)
+        start = ids.shape[1] - mb["completion_ids"].shape[1]
+        width = max(batch.num_turns)
+        out = torch.zeros(len(rows), width, device=per_token.device, dtype=per_token.dtype)
+        for r, e in enumerate(rows):
+            cols = torch.tensor([start + c for c in batch.state_cols[e]], device=per_token.device)
+            out[r, : len(cols)] = per_token[r, cols]
+        return out
+
+    def score(self, batch: DialogBatch) -> tuple[Tensor, Tensor, Tensor]:
+        """Policy and reference log-probs [E, C] and critic values [E, max_turns], before any update."""
+        cfg = self.config
+        n, c = batch.packed.completion_ids.shape
+        old_logp = torch.zeros(n, c)
+        ref_logp = torch.zeros(n, c)
+        values = torch.zeros(n, max(batch.num_turns))
+        rows_list = self.micro_batches(n)
+        # As many forwards on every rank as on the busiest one: ZeRO-3 gathers parameters inside forward.
+        n_mb = int(all_reduce(torch.tensor(len(rows_list)), op="max").item())
+        with torch.no_grad():
+            for k in range(n_mb):
+                if k >= len(rows_list):
+                    self.dummy_loss(self.learner)
+                    self.dummy_loss(self.critic)
+                    continue
+                rows = rows_list[k]
+                mb = batch.packed.micro_batch(rows)
+                width = mb["completion_ids"].shape[1]
+                args = (mb["input_ids"], mb["attention_mask"], mb["completion_ids"], cfg.temperature)
+                old_logp[rows, :width] = completion_logprobs(self.learner.forward, *args)[0].float().cpu()
+                ref_logp[rows, :width] = completion_logprobs(self.ref_model, *args)[0].float().cpu()
+                values[rows] = self.values_of(self.critic.forward, mb, rows, batch).float().cpu()
+        return old_logp, ref_logp, values
+
+    def per_turn_sums(self, token_values: Tensor, batch: DialogBatch, max_turns: int) -> Tensor:
+        """Sum of a per-token quantity over each answer's tokens: [E, C] -> [E, max_turns]."""
+        out = torch.zeros(len(batch), max_turns)
+        ids = batch.turn_ids.cpu()
+        for t in range(max_turns):
+            out[:, t] = torch.where(ids == t, token_values, 0.0).sum(-1)
+        return out
+
+    def global_whiten(self, advantages: Tensor, turn_mask: Tensor) -> Tensor:
+        """Whiten the real turns' advantages with the mean and variance of every rank's turns."""
+        local = advantages[turn_mask].tolist()
+        counts = all_gather_floats([float(len(local))])
+        white = whiten(torch.tensor(all_gather_floats(local)))
+        lo = int(sum(counts[: self.dist.rank]))
+        out = torch.zeros_like(advantages)
+        out[turn_mask] = white[lo : lo + len(local)]
+        return out
+
+    def update(
+        self,
+        batch: DialogBatch,
+        advantages: Tensor,
+        returns: Tensor,
+        old_values: Tensor,
+        old_logp: Tensor,
+        turn_mask: Tensor,
+    ) -> dict[str, float]:
+        """`num_iterations` passes of clipped policy + clipped value loss; one step per model per pass."""
+        cfg, dist, device = self.config, self.dist, self.dist.device
+        rows = self.micro_batches(len(batch))
+        n_mb = int(all_reduce(torch.tensor(len(rows)), op="max").item())
+        counts = all_reduce(
+            torch.tensor(
+                [float(batch.packed.completion_mask.sum()), float(turn_mask.sum())], dtype=torch.float64
+            )
+        )
+        # Losses are shares of global means; gradients are averaged over ranks, hence / world_size.
+        token_norm = float(counts[0]) / dist.world_size
+        turn_norm = float(counts[1]) / dist.world_size
+        # Each answer's advantage on each of its tokens (0 on prompt/feedback, masked out anyway).
+        turn_ids = batch.turn_ids.cpu()
+        token_adv = torch.gather(advantages, 1, turn_ids.clamp(min=0)) * (turn_ids >= 0)
+
+        sums: defaultdict[str, float] = defaultdict(float)
+        stats: dict[str, float] = {}
+        for iteration in range(cfg.num_iterations):
+            for k in range(n_mb):
+                last = k == n_mb - 1
+                if k >= len(rows):
+                    self.learner.backward(self.dummy_loss(self.learner), last=last)
+                    self.critic.backward(self.dummy_loss(self.critic), last=last)
+                    continue
+                mb = batch.packed.micro_batch(rows[k])
+                width = mb["completion_ids"].shape[1]
+                idx = rows[k]
+                logp, entropy = completion_logprobs(
+                    self.learner.forward,
+                    mb["input_ids"],
+                    mb["attention_mask"],
+                    mb["completion_ids"],
+                    cfg.temperature,
+                    with_entropy=iteration == 0,
+                )
+                mask = mb["completion_mask"]
+                policy_loss, policy_stats = clipped_policy_loss(
+                    logp,
+                    old_logp[idx, :width].to(device),
+                    token_adv[idx, :width].to(device),
+                    mask,
+                    eps_low=cfg.epsilon,
+                    aggregation="token-mean",
+                    normalizer=token_norm,
+                )
+                self.learner.backward(policy_loss, last=last)
+
+                values = self.values_of(self.critic.forward, mb, idx, batch)
+                tmask = turn_mask[idx].to(device)
+                value_loss, value_stats = clipped_value_loss(
+                    values, old_values[idx].to(device), returns[idx].to(device), cfg.value_clip, tmask
+                )
+                # clipped_value_loss is a mean over this micro-batch's turns; rescale to a global share.
+                value_loss = value_loss * float(tmask.sum()) / turn_norm
+                self.critic.backward(value_loss, last=last)
+                if iteration == 0:
+                    n_tok, n_turn = float(mask.sum()), float(tmask.sum())
+                    sums["loss"] += float(policy_loss.detach()) / dist.world_size
+                    sums["value_loss"] += float(value_loss.detach()) / dist.world_size
+                    sums["entropy"] += float(masked_mean(entropy, mask)) * n_tok
+                    sums["tokens"] += n_tok
+                    for name, value in policy_stats.items():
+                        sums[name] += float(value) * n_tok
+                    sums["turn_weighted/vf_clipfrac"] += float(value_stats["vf_clipfrac"]) * n_turn
+            policy_step = self.learner.step()
+            critic_step = self.critic.step()
+            stats = {**policy_step, "critic/grad_norm": critic_step["grad_norm"]}
+        totals = all_reduce(torch.tensor([sums[k] for k in sorted(sums)], dtype=torch.float64)).tolist()
+        reduced = dict(zip(sorted(sums), totals, strict=True))
+        tokens = max(1.0, reduced.pop("tokens", 0.0))
+        out = {"loss": reduced.pop("loss", 0.0), "value_loss": reduced.pop("value_loss", 0.0)}
+        out["vf_clipfrac"] = reduced.pop("turn_weighted/vf_clipfrac", 0.0) / max(1.0, float(counts[1]))
+        out.update({name: value / tokens for name, value in reduced.items()})
+        out.update(stats)
+        return out
+
+    def dummy_loss(self, learner: Learner) -> Tensor:
+        """A zero loss through a model, for a rank with fewer micro-batches than the others."""
+        ids = torch.full((1, 1), self.pad_id, dtype=torch.long, device=self.dist.device)
+        out = learner.forward(
+            input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=torch.zeros_like(ids)
+        )
+        tensor = out if isinstance(out, Tensor) else out.logits
+        return tensor.sum() * 0.0
+
+    def rollout_metrics(
+        self, episodes: Sequence[Episode], task: Tensor, log_ratio: Tensor, turn_mask: Tensor
+    ) -> dict[str, float]:
+        """Return, solve rate, turns, fixes by feedback, KL: sums over every rank's episodes."""
+        first_failed = [ep for ep in episodes if not ep.turns[0].public_passed]
+        local = [
+            float(len(episodes)),
+            float(task.sum()),
+            float(sum(ep.solved for ep in episodes)),
+            float(sum(len(ep.turns) for ep in episodes)),
+            float(sum(turn.code is None for ep in episodes for turn in ep.turns)),
+            float(len(first_failed)),
+            float(sum(ep.solved for ep in first_failed)),
+            float(torch.where(turn_mask, log_ratio, 0.0).sum()),
+            float(sum(len(turn.answer_ids) for ep in episodes for turn in ep.turns)),
+        ]
+        g = all_reduce(torch.tensor(local, dtype=torch.float64)).tolist()
+        n, answers = max(1.0, g[0]), max(1.0, g[3])
+        return {
+            "reward": g[1] / n,
+            "solve_rate": g[2] / n,
+            "turns_per_episode": g[3] / n,
+            "no_code_rate": g[4] / answers,
+            "fixed_after_feedback": g[6] / max(1.0, g[5]),
+            "kl": g[7] / answers,
+            "completions/mean_length": g[8] / answers,
+        }
+
+    # ------------------------------------------------------------------------------------ state
+    def save(self, path: Path) -> None:
+        state = {"step": self.step, "sampler": self.sampler.state_dict()}
+        ckpt = save_checkpoint(
+            path.parent,
+            self.step,
+            self.learner,
+            self.tokenizer,
+            state,
+            self.dist,
+            keep=self.config.save_total_limit,
+        )
+        self.critic.save_pretrained(ckpt / "critic")
+        self.critic.save_state(ckpt / "critic")
+
+
+def build_engine(config: RLEFConfig, model: Any, tokenizer: Any) -> Any:
+    """The rollout engine the config names, as in GRPO: "hf" (colocated transformers) or "vllm"."""
+    if config.rollout_engine == "hf":
+        from swerl.rollout.hf import HFEngine
+
+        return HFEngine(model, tokenizer, batch_size=config.generation_batch_size)
+    if config.rollout_engine == "vllm":
+        from swerl.rollout.vllm_engine import VLLMEngine
+
+        return VLLMEngine(config.model_name_or_path, **config.rollout_kwargs)
+    raise ValueError(f"rollout_engine must be 'hf' or 'vllm', got {config.rollout_engine!r}")
+
+
+def _pad_id(tokenizer: Any) -> int:
+    for value in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- the run
+def load_tasks(spec: str) -> list[ContestTask]:
+    """Problems from code_contests JSONL/Parquet files (comma-separated) or "bundled:SPLIT"."""
+    from swerl.codecontests.problems import load_problems
+    from swerl.data.rlef_problems import bundled_path
+
+    paths = [
+        bundled_path(p.removeprefix("bundled:")) if p.startswith("bundled:") else p for p in spec.split(",")
+    ]
+    return [ContestTask(problem) for problem in load_problems(*paths).problems]
+
+
+def sft_warmup(
+    model: Any, tokenizer: Any, tasks: Sequence[ContestTask], config: RLEFConfig, progress: bool = True
+) -> list[dict[str, float]]:
+    """Supervised steps on the reference solutions, so RL starts from a policy that sometimes succeeds.
+
+    The target is what a good first answer looks like: the solution in one ```python block, then the
+    template's end of turn. Uses its own short-lived Learner (own learning rate, no checkpoints).
+    """
+    from swerl.trainers.sft import answer_suffix
+
+    renderer = ChatRenderer(tokenizer)
+    pairs = []
+    for task in tasks:
+        for solution in task.problem.python_solutions[:1]:
+            answer = f"```python\n{solution.rstrip()}\n```"
+            target = tokenizer(answer_suffix(tokenizer, task.messages(), answer), add_special_tokens=False)
+            pairs.append((renderer.prompt_ids(task), list(target["input_ids"])))
+    if not pairs:
+        raise ValueError("no reference solutions to warm up on")
+    dist = init_distributed()
+    sft_config = dataclasses.replace(config, learning_rate=config.sft_learning_rate, warmup_steps=0)
+    learner = Learner(model, sft_config, config.sft_warmup_steps, dist)
+    sampler = EpochSampler(len(pairs), config.seed)
+    log = MetricsLogger(
+        Path(config.output_dir) / "sft",
+        enabled=dist.is_main,
+        total_steps=config.sft_warmup_steps,
+        tensorboard=False,
+        progress=progress,
+        desc="sft warm-up",
+    )
+    history = []
+    pad = _pad_id(tokenizer)
+    for step in range(1, config.sft_warmup_steps + 1):
+        chosen = [pairs[i] for i in sampler.next_batch(config.sft_batch_size)]
+        packed = pack_sequences([p for p, _ in chosen], [t for _, t in chosen], pad, dist.device)
+        logp, _ = completion_logprobs(
+            learner.forward, packed.input_ids, packed.attention_mask, packed.completion_ids
+        )
+        loss = -masked_mean(logp, packed.completion_mask)
+        learner.backward(loss, last=True)
+        stats = learner.step()
+        row = {"loss": float(loss.detach()), **stats}
+        history.append(row)
+        log.log(step, row)
+    log.close()
+    return history
+
+
+def evaluate_policy(trainer: RLEFTrainer, tasks: Sequence[ContestTask], **episode_changes: Any) -> Any:
+    """1@3 (and whatever n@k fits the samples) on held-out problems with the trainer's current weights."""
+    from swerl.trainers.dialog import evaluate_dialogs
+
+    cfg = trainer.config
+    episode = cfg.episode_config(temperature=cfg.eval_temperature, **episode_changes)
+    trainer.learner.eval()
+    with torch.no_grad(), trainer.learner.full_parameters():
+        report = evaluate_dialogs(
+            trainer.engine,
+            trainer.renderer,
+            tasks,
+            episode,
+            trainer.judge,
+            samples=cfg.eval_samples,
+            nk=((1, 3),),
+            seed=cfg.seed,
+        )
+    trainer.learner.train()
+    return report
+
+
+def run(config: RLEFConfig, progress: bool = True, judge: Judge | None = None) -> dict[str, Any]:
+    """Everything `swerl train rlef` does: load, SFT warm-up, evaluate, RLEF, evaluate, save the report."""
+    import json
+
+    from swerl.trainers.common import load_policy
+    from swerl.trainers.dialog import sandbox_judge
+
+    ckpt = resolve_resume(config)
+    model, tokenizer = load_policy(
+        str(ckpt / "model") if ckpt else config.model_name_or_path, config.trust_remote_code
+    )
+    tasks = load_tasks(config.train_file)
+    eval_tasks = load_tasks(config.eval_file)[: config.max_eval_samples] if config.eval_file else []
+    judge = judge or sandbox_judge(workers=config.sandbox_workers)
+    out: dict[str, Any] = {"train_problems": len(tasks), "eval_problems": len(eval_tasks)}
+    run_dir = Path(config.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict()), encoding="utf-8")
+    if config.sft_warmup_steps and ckpt is None:
+        out["sft"] = sft_warmup(model, tokenizer, tasks, config, progress=progress)
+    trainer = RLEFTrainer(config, model, tokenizer, tasks, judge=judge, progress=progress)
+    if eval_tasks and ckpt is None:
+        out["eval_before"] = evaluate_policy(trainer, eval_tasks)
+    out["history"] = trainer.train()
+    if eval_tasks:
+        out["eval_after"] = evaluate_policy(trainer, eval_tasks)
+    if trainer.dist.is_main:
+        report = {k: out[k].as_dict() for k in ("eval_before", "eval_after") if k in out}
+        (run_dir / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return out

@@ -1,0 +1,118 @@
+"""The bundled problems, the eval CLI and a short CPU learning run (the CI version of docs/rlef.md's run)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from swerl.codecontests.humaneval import load_humaneval
+from swerl.codecontests.problems import load_problems
+from swerl.data.rlef_problems import SPLITS, bundled_path
+from swerl.models.tiny import build_tiny_model
+from swerl.trainers.dialog import ContestTask, HumanEvalTask, docstring_examples, sandbox_judge
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
+
+
+def test_bundled_problems_are_solvable_and_held_out() -> None:
+    splits = {split: load_problems(bundled_path(split)) for split in SPLITS}
+    assert all(not report.dropped for report in splits.values())
+    names = {split: {p.name for p in report.problems} for split, report in splits.items()}
+    assert len(names["train"]) >= 60 and len(names["valid"]) >= 10 and len(names["test"]) >= 20
+    assert not names["train"] & names["test"] and not names["train"] & names["valid"]
+    tasks = [ContestTask(p) for report in splits.values() for p in report.problems]
+    judge = sandbox_judge()
+    results = judge([t.private_job(t.problem.python_solutions[0]) for t in tasks])
+    failed = [t.name for t, res in zip(tasks, results, strict=True) if not all(r.passed for r in res)]
+    assert failed == []
+
+
+def test_humaneval_tasks_accept_the_canonical_solution() -> None:
+    problems = load_humaneval()[:3]
+    assert docstring_examples(problems[0])[0] == ("has_close_elements([1.0, 2.0, 3.0], 0.5)", "False")
+    tasks = [HumanEvalTask(p) for p in problems]
+    judge = sandbox_judge()
+    good = [p.prompt + p.canonical_solution for p in problems]
+    for results in judge([t.public_job(c) for t, c in zip(tasks, good, strict=True)]):
+        assert all(r.passed for r in results)
+    for results in judge([t.private_job(c) for t, c in zip(tasks, good, strict=True)]):
+        assert all(r.passed for r in results)
+    bad = judge([tasks[0].private_job(problems[0].prompt + "    return None\n")])
+    assert not bad[0][0].passed
+
+
+def _eval(argv: list[str]) -> int:
+    from swerl.cli import eval as eval_cli
+
+    parser = argparse.ArgumentParser()
+    eval_cli.register(parser.add_subparsers(dest="group"))
+    args = parser.parse_args(["eval", *argv])
+    return args.run(args)
+
+
+def test_eval_cli_with_and_without_feedback(tiny_dir: Path, tmp_path: Path) -> None:
+    common = [
+        "codecontests",
+        "--model",
+        str(tiny_dir),
+        "--data",
+        "bundled",
+        "--split",
+        "valid",
+        "--limit",
+        "2",
+    ]
+    common += ["--samples", "2", "--nk", "1@3,2@6", "--max-new-tokens", "8"]
+    for flag in ([], ["--no-feedback"], ["--random-feedback"]):
+        out = tmp_path / f"report{len(flag)}{''.join(flag)}.json"
+        assert _eval([*common, *flag, "--output", str(out)]) == 0
+        report = json.loads(out.read_text())
+        assert [(r["n"], r["k"]) for r in report["rates"]] == [(1, 3), (2, 6)]
+        assert report["episodes"] == 4
+        assert (report["feedback"] == "none") == (flag == ["--no-feedback"])
+    from swerl.cli.eval import parse_nk
+
+    assert parse_nk("1@3, 10@100") == [(1, 3), (10, 100)]
+    with pytest.raises(ValueError):
+        parse_nk("3")
+
+
+def test_short_learning_run(tiny_dir: Path, tmp_path: Path) -> None:
+    """SFT warm-up then RLEF steps on the bundled set, end to end, with the before/after report."""
+    from swerl.trainers.rlef import RLEFConfig, run
+
+    root = Path(__file__).resolve().parents[1]
+    overrides = [
+        f"model_name_or_path={tiny_dir}",
+        f"output_dir={tmp_path / 'run'}",
+        "eval_file=bundled:valid",
+        "max_eval_samples=2",
+        "eval_samples=2",
+        "sft_warmup_steps=4",
+        "max_steps=2",
+        "prompts_per_step=2",
+        "episodes_per_problem=2",
+        "max_completion_length=12",
+        "save_steps=1",
+    ]
+    config = RLEFConfig.from_yaml(root / "configs/rlef_tiny_cpu.yaml", overrides)
+    result = run(config, progress=False)
+    assert len(result["history"]) == 2 and len(result["sft"]) == 4
+    report = json.loads((tmp_path / "run/eval.json").read_text())
+    assert {"eval_before", "eval_after"} <= set(report)
+    assert report["eval_after"]["rates"][0]["k"] == 3
+    assert (tmp_path / "run/final/config.json").exists()
+    assert (tmp_path / "run/checkpoint-1/critic/value_head.pt").exists()
+    rows = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
+    assert {"reward", "solve_rate", "kl", "value_loss", "fixed_after_feedback"} <= set(rows[-1])
+    # Resume from checkpoint-1: policy, critic and optimizers come back; only step 2 runs again.
+    import dataclasses
+
+    resumed = run(dataclasses.replace(config, resume_from_checkpoint="latest"), progress=False)
+    assert len(resumed["history"]) == 1 and "eval_before" not in resumed
