@@ -1,94 +1,252 @@
 """`swerl quickstart`: the whole SWE-RL loop on a laptop CPU in minutes, offline.
 
-1. data   — a git repository with a history of small fix-like commits (real stdlib code, cut to short
-            files so a tiny model can read them); each commit becomes a row: the issue, the files before
-            (code_context) and after (oracle_new_content). Written as JSONL, the trainers' input format.
-2. model  — a tiny Llama with a byte-level BPE tokenizer trained on the spot, saved with save_pretrained.
-3. SFT    — warm-up on canonical answers until most held-out answers are well formed (or a time budget).
-4. GRPO   — steps with the SWE-RL similarity reward.
-5. report — held-out mean reward and malformed rate before and after GRPO; plots; where everything is.
+1. repo   — a git repository with a history of small fix commits, squash-merged PRs whose message is the
+            issue (`Fix ... (#N)`): tiny modules cut from real stdlib code, each commit changing one line.
+2. data   — `swerl data mine --local` on it (the data pipeline, in process): Parquet rows with the
+            issue, the files before (code_context) and after (oracle_new_content) and the chat prompt.
+3. model  — a tiny Llama whose byte-level BPE tokenizer is trained on these prompts and their canonical
+            answers (so the fixed instructions and the answer format take few tokens).
+4. SFT    — warm-up on canonical answers until most held-out answers are well formed (or its time share).
+5. GRPO   — steps with the SWE-RL similarity reward.
+6. report — held-out mean reward and malformed rate before and after GRPO; plots; where everything is.
+
+`--minutes` is the budget of the whole run on a 2-core CPU: SFT gets about half, GRPO what is left after
+the before/after evaluations; `--size small` is a smaller and faster variant for tests.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import random
+import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from swerl.synth_repo import build_history, stdlib_sources
+from swerl.synth_repo import git, stdlib_sources
+
+# Single-token fixes a reader can name in the issue ("use `<=` instead of `<`").
+_SWAPS = (
+    ("==", "!="),
+    ("!=", "=="),
+    (" < ", " <= "),
+    (" > ", " >= "),
+    (" <= ", " < "),
+    (" >= ", " > "),
+    ("True", "False"),
+    ("False", "True"),
+    (" and ", " or "),
+    (" or ", " and "),
+    ("+ 1", "- 1"),
+    ("- 1", "+ 1"),
+    (" is not ", " is "),
+    (" not in ", " in "),
+)
+_NUMBER = re.compile(r"\b\d+\b")
+
+# Sizes: (files, lines per file, commits, model hidden/intermediate/layers/heads, vocab, G, prompts/step).
+SIZES: dict[str, dict[str, int]] = {
+    "default": {
+        "files": 400,
+        "lines": 6,
+        "commits": 2000,
+        "hidden": 128,
+        "intermediate": 384,
+        "layers": 3,
+        "heads": 4,
+        "vocab": 2048,
+        "generations": 8,
+        "prompts": 4,
+        "max_new_tokens": 96,
+        "sft_chunk": 25,
+    },
+    "small": {
+        "files": 12,
+        "lines": 5,
+        "commits": 48,
+        "hidden": 64,
+        "intermediate": 128,
+        "layers": 2,
+        "heads": 4,
+        "vocab": 1024,
+        "generations": 4,
+        "prompts": 2,
+        "max_new_tokens": 64,
+        "sft_chunk": 10,
+    },
+}
 
 
 def register(groups: argparse._SubParsersAction) -> None:
     parser = groups.add_parser(
         "quickstart",
-        help="build data and a tiny model, run SFT then GRPO on CPU, report before/after (minutes)",
-        description="An offline end-to-end run: synthetic fix commits -> rows -> tiny model -> SFT warm-up "
-        "-> GRPO with the SWE-RL reward -> held-out reward and malformed rate before and after, plus plots.",
+        help="mine a generated repo, build a tiny model, SFT then GRPO on CPU, report before/after",
+        description="An offline end-to-end run: a generated git history of fix PRs -> the data pipeline "
+        "(`data mine --local`) -> a tiny model -> SFT warm-up -> GRPO with the SWE-RL reward -> held-out "
+        "reward and malformed rate before and after, plus plots. About --minutes on a 2-core CPU.",
     )
     parser.add_argument("--out", type=Path, default=Path("runs/quickstart"), help="where everything goes")
-    parser.add_argument("--commits", type=int, default=260, help="fix commits to generate")
-    parser.add_argument("--eval-size", type=int, default=16, help="held-out rows")
-    parser.add_argument("--sft-minutes", type=float, default=4.0, help="time budget of the SFT warm-up")
-    parser.add_argument("--grpo-steps", type=int, default=20, help="GRPO steps")
+    parser.add_argument("--minutes", type=float, default=9.0, help="budget of the whole run (default 9)")
+    parser.add_argument("--size", choices=sorted(SIZES), default="default", help="data and model size")
+    parser.add_argument("--eval-size", type=int, default=32, help="held-out rows")
+    parser.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps (default: fill the budget)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(run=_run)
 
 
-def _short_sources(rng: random.Random, files: int, lines: int) -> dict[str, str]:
-    """Windows of `lines` lines of real stdlib modules: realistic code, prompts a tiny model can read."""
-    sources = {}
-    for path, text in stdlib_sources(files * 2, rng).items():
-        body = text.splitlines(keepends=True)
-        starts = [i for i, line in enumerate(body) if line.startswith("def ") and i + lines < len(body)]
-        if not starts:
-            continue
-        start = rng.choice(starts)
-        sources[path] = "".join(body[start : start + lines])
-        if len(sources) == files:
-            break
-    return sources
+# --------------------------------------------------------------------------------------------- repo
+def _fixes(line: str) -> list[tuple[str, str]]:
+    """The one-token fixes that apply to a line of code: (old, new)."""
+    if not line.strip() or line.lstrip().startswith("#"):
+        return []
+    found = [(a, b) for a, b in _SWAPS if a in line]
+    number = _NUMBER.search(line)
+    if number:
+        found.append((number.group(), str(int(number.group()) + 1)))
+    return found
 
 
-def _issue(old: dict[str, str], new: dict[str, str]) -> str:
-    """An issue that points at the first changed line, as a bug report quoting the code would."""
-    for path in sorted(new):
-        before, after = old.get(path, "").splitlines(), new[path].splitlines()
-        for i, line in enumerate(before):
-            if i >= len(after) or after[i] != line:
-                return f"Wrong behaviour in {path} around this line:\n\n    {line.strip()}\n\nPlease fix it."
-    return "Please fix the bug."
+def tiny_sources(rng: random.Random, files: int, lines: int, windows: int = 16) -> dict[str, str]:
+    """`files` modules of `lines` lines each: windows of real stdlib functions with editable lines."""
+    out: dict[str, str] = {}
+    modules = sorted(stdlib_sources(1000, rng, 40, 100_000).items())
+    rng.shuffle(modules)
+    for round_ in range(windows):  # several windows per stdlib module, until there are enough files
+        for path, text in modules:
+            body = text.splitlines(keepends=True)
+            starts = [
+                i
+                for i, line in enumerate(body[: len(body) - lines])
+                if line.lstrip().startswith("def ")
+                and all(x.strip() and len(x) <= 72 and "\t" not in x for x in body[i : i + lines])
+                and sum(bool(_fixes(x)) for x in body[i + 1 : i + lines]) >= 2
+            ]
+            if not starts:
+                continue
+            name = path if round_ == 0 else path.replace(".py", f"_{round_}.py")
+            if name in out:
+                continue
+            start = rng.choice(starts)
+            out[name] = "".join(body[start : start + lines])
+            if len(out) == files:
+                return out
+    return out
 
 
-def build_rows(repo: Path, commits: int, seed: int) -> list[dict[str, Any]]:
-    """Rows in the data pipeline's shape (contents as {path, content} records) from generated commits."""
+def _fast_import_stream(files: dict[str, str], commits: list[tuple[str, dict[str, str]]]) -> bytes:
+    """A `git fast-import` stream: an initial import of `files`, then one commit per (message, changes)."""
+    parts: list[bytes] = []
+    when = 1_700_000_000
+
+    def data(text: str) -> bytes:
+        raw = text.encode("utf-8")
+        return b"data %d\n%s\n" % (len(raw), raw)
+
+    for mark, (message, changes) in enumerate([("Initial import", files), *commits], 1):
+        parts.append(b"commit refs/heads/main\nmark :%d\n" % mark)
+        parts.append(b"author Dev Eloper <dev@example.invalid> %d +0000\n" % (when + mark))
+        parts.append(b"committer Dev Eloper <dev@example.invalid> %d +0000\n" % (when + mark))
+        parts.append(data(message))
+        if mark > 1:
+            parts.append(b"from :%d\n" % (mark - 1))
+        for path, text in changes.items():
+            parts.append(b"M 100644 inline %s\n" % path.encode() + data(text))
+        parts.append(b"\n")
+    return b"".join(parts) + b"done\n"
+
+
+def build_repo(repo: Path, files: int, lines: int, commits: int, seed: int) -> int:
+    """A repository of tiny modules and `commits` squash-merged fix PRs; returns the commit count.
+
+    Each PR changes one token on one line; its message (the mined problem statement) quotes the line
+    and names the fix, so a tiny model can learn the task: find the line, copy it into a SEARCH block,
+    write it again with the fix. Written with `git fast-import` (thousands of commits in a second).
+    """
     rng = random.Random(seed)
-    # Many files, few commits each: the generated edits insert lines, so a file grows with its history.
-    history = build_history(repo, _short_sources(rng, files=max(8, commits // 5), lines=10), commits, rng)
-    rows = []
-    for commit in history:
-        # One changed file per issue keeps prompts short enough for a tiny model on a CPU.
-        if len(commit.new) != 1 or not any(commit.old.get(p) != c for p, c in commit.new.items()):
+    sources = tiny_sources(rng, files, lines)
+    current = dict(sources)
+    paths = sorted(sources)
+    planned: list[tuple[str, dict[str, str]]] = []
+    seen: set[tuple[str, str]] = set()
+    for number in range(1, commits + 1):
+        path = rng.choice(paths)
+        body = current[path].splitlines(keepends=True)
+        choices = [(i, old, new) for i, line in enumerate(body[1:], 1) for old, new in _fixes(line)]
+        if not choices:
             continue
-        rows.append(
-            {
-                "instance_id": f"quickstart-{commit.sha[:10]}",
-                "problem_statement": _issue(commit.old, commit.new),
-                "code_context": [{"path": p, "content": c} for p, c in commit.old.items()],
-                "oracle_new_content": [{"path": p, "content": c} for p, c in commit.new.items()],
-            }
+        i, old, new = rng.choice(choices)
+        line = body[i]
+        body[i] = line.replace(old, new, 1)
+        if (line, body[i]) in seen:  # the same change again would be dropped by the pipeline's dedup
+            continue
+        seen.add((line, body[i]))
+        current[path] = "".join(body)
+        message = (
+            f"Fix {Path(path).stem} (#{number})\n\nThis line of {path} is wrong:\n    {line.strip()}\n"
+            f"Use `{new.strip()}` instead of `{old.strip()}`."
         )
-    return rows
+        planned.append((message, {path: current[path]}))
+    repo.mkdir(parents=True, exist_ok=True)
+    git(repo, "init", "-q", "-b", "main")
+    env = {
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": "/nonexistent",
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    }
+    stream = _fast_import_stream(sources, planned)
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=stream, env=env, check=True)
+    git(repo, "reset", "-q", "--hard", "main")
+    return len(planned)
+
+
+def mine_rows(repo: Path, out: Path, quiet: bool) -> tuple[list[dict[str, Any]], str]:
+    """`swerl data mine --local REPO --max-extra-files 0` in process; returns the rows and the report."""
+    from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
+    from data_pipeline.runner import mine
+    from data_pipeline.sources.local import LocalSource
+    from swerl.trainers.data import read_rows
+
+    config = MineConfig(
+        filters=FilterConfig(max_files=1, max_lines_changed=4),
+        context=ContextConfig(max_prompt_tokens=2048, max_extra_files=0),
+        shard_size=256,
+        # Tiny files: two fixes of one file share most shingles; only drop true repeats.
+        dedup_threshold=0.97,
+    )
+    source = LocalSource(repo, out / "clones", repo="quickstart/demo")
+    summary = mine(out / "mined", source, config, workers=1, progress=not quiet)
+    return read_rows(out / "mined" / "data"), summary.report()
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    path.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows), encoding="utf-8")
 
 
+def tokenizer_corpus(rows: list[dict[str, Any]]) -> list[str]:
+    """The prompts' and canonical answers' text (repeated so the fixed parts merge whole), plus code."""
+    from swerl.edit_format import canonical_answer
+    from swerl.models.tiny import default_corpus
+    from swerl.reward.batch import coerce_contents
+    from swerl.trainers.data import row_messages
+
+    texts = []
+    for row in rows:
+        texts += [m["content"] for m in row_messages(row)]
+        with contextlib.suppress(ValueError):  # rows always have one; a stray one costs nothing
+            old = coerce_contents(row["code_context"], "code_context")
+            new = coerce_contents(row["oracle_new_content"], "oracle_new_content")
+            texts.append(canonical_answer(old, new, context_lines=0))
+    return texts + list(default_corpus(200_000))
+
+
+# ---------------------------------------------------------------------------------------------- run
 def _run(args: argparse.Namespace) -> int:
     from swerl.cli.plot import plot_run
     from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
@@ -99,76 +257,102 @@ def _run(args: argparse.Namespace) -> int:
     from swerl.trainers.sft import SFTTrainer
 
     start = time.perf_counter()
+    budget = 60.0 * args.minutes
+    size = SIZES[args.size]
     out: Path = args.out
     progress = not args.quiet
 
     def say(message: str) -> None:
         print(f"[{time.perf_counter() - start:6.1f}s] {message}", flush=True)
 
-    # 1. Data.
-    repo = out / "repo"
-    if repo.exists():
-        import shutil
+    def left() -> float:
+        return budget - (time.perf_counter() - start)
 
-        shutil.rmtree(repo)
-    rows = build_rows(repo, args.commits, args.seed)
+    # 1-2. A generated repository, mined by the data pipeline.
+    for stale in ("repo", "clones", "mined", "sft", "grpo"):
+        shutil.rmtree(out / stale, ignore_errors=True)
+    repo = out / "repo"
+    commits = build_repo(repo, size["files"], size["lines"], size["commits"], args.seed)
+    say(f"repo: {commits} fix PRs at {repo}")
+    rows, report = mine_rows(repo, out, args.quiet)
+    rows.sort(key=lambda r: r["instance_id"])
     random.Random(args.seed).shuffle(rows)
     eval_rows, train_rows = rows[: args.eval_size], rows[args.eval_size :]
     _write_jsonl(out / "data" / "train.jsonl", train_rows)
     _write_jsonl(out / "data" / "eval.jsonl", eval_rows)
-    say(f"data: {len(train_rows)} training and {len(eval_rows)} held-out rows from {repo}")
+    say(f"data: {report.splitlines()[0]}; {len(train_rows)} training, {len(eval_rows)} held-out rows")
 
-    # 2. Model.
+    # 3. Model and tokenizer.
     model_dir = build_tiny_model(
-        out / "tiny-model", hidden_size=128, intermediate_size=384, num_layers=4, seed=args.seed
+        out / "tiny-model",
+        vocab_size=size["vocab"],
+        hidden_size=size["hidden"],
+        intermediate_size=size["intermediate"],
+        num_layers=size["layers"],
+        num_heads=size["heads"],
+        max_position_embeddings=1024,
+        corpus=tokenizer_corpus(train_rows),
+        seed=args.seed,
     )
     model, tokenizer = load_model_and_tokenizer(model_dir)
     train, _ = build_examples(train_rows, tokenizer, max_prompt_length=1024)
     held_out, _ = build_examples(eval_rows, tokenizer, max_prompt_length=1024)
     n_params = sum(p.numel() for p in model.parameters())
-    say(f"model: tiny Llama, {n_params / 1e6:.2f} M parameters, at {model_dir}")
+    prompt_len = sum(len(e.prompt_ids) for e in train) / max(1, len(train))
+    say(f"model: tiny Llama, {n_params / 1e6:.2f} M parameters, mean prompt {prompt_len:.0f} tokens")
 
-    # 3. SFT warm-up: epochs until most held-out answers parse, or the time budget is spent.
+    # 4. SFT warm-up: until most held-out answers parse, or its share of the budget is spent.
     reward = swe_rl_reward()
+    max_new = size["max_new_tokens"]
     sft_config = SFTConfig(
         model_name_or_path=str(model_dir),
         output_dir=str(out / "sft"),
         max_steps=100_000,
         num_train_epochs=100_000,
-        per_device_train_batch_size=8,
-        micro_batch_size=4,
+        per_device_train_batch_size=16,
+        micro_batch_size=16,
         learning_rate=3e-3,
-        warmup_steps=20,
-        max_seq_length=1536,
-        max_completion_length=320,
+        warmup_steps=10,
+        max_seq_length=1024,
+        max_completion_length=max_new,
         report_to_tensorboard=False,
+        bf16=False,
         seed=args.seed,
     )
     sft = SFTTrainer(
-        sft_config, model, tokenizer, train, eval_examples=held_out, reward_fn=reward, progress=False
+        sft_config,
+        model,
+        tokenizer,
+        train,
+        eval_examples=held_out,
+        reward_fn=reward,
+        progress=False,
+        context_lines=0,  # the shortest canonical answers: SEARCH is the quoted line when it is unique
     )
-    deadline = time.perf_counter() + 60 * args.sft_minutes
-    chunk = 40
-    while time.perf_counter() < deadline:
+    sft_deadline = time.perf_counter() + 0.5 * left()
+    chunk = size["sft_chunk"]
+    while True:
         sft.config.max_steps = sft.step + chunk
         history = sft.train()
-        report = sft.evaluate()
-        say(f"SFT step {sft.step}: loss {history[-1]['loss']:.3f}; held-out {report.summary()}")
-        if report.malformed_rate <= 0.25:
+        report_sft = sft.evaluate()
+        say(f"SFT step {sft.step}: loss {history[-1]['loss']:.3f}; held-out {report_sft.summary()}")
+        if report_sft.malformed_rate <= 0.2 or time.perf_counter() >= sft_deadline:
             break
     sft_dir = out / "sft" / "final"
 
-    # 4. GRPO from the SFT model.
+    # 5. GRPO from the SFT model.
     grpo_config = GRPOConfig(
         model_name_or_path=str(sft_dir),
         output_dir=str(out / "grpo"),
-        max_steps=args.grpo_steps,
-        num_generations=8,
-        prompts_per_step=4,
-        max_completion_length=320,
-        learning_rate=5e-4,
-        micro_batch_size=16,
+        max_steps=args.grpo_steps or 1000,
+        num_generations=size["generations"],
+        prompts_per_step=size["prompts"],
+        max_completion_length=max_new,
+        learning_rate=2e-4,
+        micro_batch_size=size["generations"] * size["prompts"],
+        generation_batch_size=size["generations"] * size["prompts"],
         report_to_tensorboard=False,
+        bf16=False,
         seed=args.seed,
     )
     policy, tokenizer = load_model_and_tokenizer(sft_dir)
@@ -176,37 +360,47 @@ def _run(args: argparse.Namespace) -> int:
         grpo_config, policy, tokenizer, train, reward, eval_examples=held_out, progress=progress
     )
     before = grpo.evaluate()
-    say(f"before GRPO: {before.summary()}")
+    say(f"before GRPO: {before.summary()} ({before.seconds:.1f} s)")
+    if args.grpo_steps is None:
+        # Time one step, then fit the rest of the budget (keeping an evaluation and the plots).
+        grpo.config.max_steps = 1
+        first = grpo.train()[0]["step_time"]
+        reserve = before.seconds + 15.0
+        grpo.config.max_steps = max(2, 1 + int((left() - reserve) / (1.15 * first)))
+        say(f"GRPO: {first:.1f} s/step, {grpo.config.max_steps} steps")
     grpo.train()
     after = grpo.evaluate()
-    say(f"after {args.grpo_steps} GRPO steps: {after.summary()}")
+    steps = grpo.step
+    say(f"after {steps} GRPO steps: {after.summary()}")
 
-    # 5. Report.
+    # 6. Report.
     plots = plot_run(out / "grpo") + plot_run(out / "sft")
     summary = {
-        "before": {
-            "mean_reward": before.mean_reward,
-            "malformed_rate": before.malformed_rate,
-            "errors": before.errors,
-        },
-        "after": {
-            "mean_reward": after.mean_reward,
-            "malformed_rate": after.malformed_rate,
-            "errors": after.errors,
-        },
+        "before": {"mean_reward": before.mean_reward, "malformed_rate": before.malformed_rate},
+        "after": {"mean_reward": after.mean_reward, "malformed_rate": after.malformed_rate},
+        "errors_before": before.errors,
+        "errors_after": after.errors,
+        "sft_steps": sft.step,
+        "grpo_steps": steps,
+        "train_rows": len(train),
+        "eval_rows": len(held_out),
+        "parameters": n_params,
         "seconds": time.perf_counter() - start,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    _write_jsonl(out / "eval_samples_before.jsonl", before.samples)
     _write_jsonl(out / "eval_samples_after.jsonl", after.samples)
     print()
     print(f"held-out ({len(held_out)} prompts, greedy)   mean reward   malformed")
-    for label, rep in (("before GRPO (after SFT)", before), (f"after {args.grpo_steps} GRPO steps", after)):
+    for label, rep in (("before GRPO (after SFT)", before), (f"after {steps} GRPO steps", after)):
         print(f"  {label:<27}{rep.mean_reward:>13.3f}{rep.malformed_rate:>12.0%}")
     print()
-    print(f"data:     {out / 'data'} (train.jsonl, eval.jsonl), repository {repo}")
+    print(f"repo:     {repo} ({commits} fix PRs); mined by the data pipeline into {out / 'mined'}")
+    print(f"data:     {out / 'data'} (train.jsonl, eval.jsonl)")
     print(f"model:    {model_dir} (initial), {sft_dir} (SFT), {out / 'grpo' / 'final'} (GRPO)")
     print(f"metrics:  {out / 'sft' / 'metrics.jsonl'}, {out / 'grpo' / 'metrics.jsonl'}")
-    print(f"plots:    {plots[0]}, {out / 'sft' / 'plots' / 'overview.png'}")
-    print(f"samples:  {out / 'eval_samples_after.jsonl'}; summary: {out / 'summary.json'}")
-    print(f"total:    {time.perf_counter() - start:.0f} s")
+    print(f"plots:    {out / 'grpo' / 'plots' / 'overview.png'}, {out / 'sft' / 'plots' / 'overview.png'}")
+    print(f"samples:  {out / 'eval_samples_before.jsonl'}, {out / 'eval_samples_after.jsonl'}")
+    print(f"summary:  {out / 'summary.json'}")
+    print(f"total:    {time.perf_counter() - start:.0f} s ({len(plots)} plots)")
     return 0

@@ -53,13 +53,17 @@ def answer_suffix(tokenizer: Any, messages: list[dict[str, str]], answer: str) -
 
 
 def build_sft_examples(
-    examples: Sequence[Example], tokenizer: Any, max_seq_length: int
+    examples: Sequence[Example], tokenizer: Any, max_seq_length: int, *, context_lines: int = 1
 ) -> tuple[list[SFTExample], int]:
-    """Targets for examples that have a representable canonical answer and fit; returns (kept, skipped)."""
+    """Targets for examples that have a representable canonical answer and fit; returns (kept, skipped).
+
+    `context_lines` is the canonical answer's minimum context around each change (more is added where a
+    search would not be unique); 0 gives the shortest answers, which suits a tiny model's warm-up.
+    """
     out, skipped = [], 0
     for ex in examples:
         try:
-            answer = canonical_answer(ex.code_context, ex.oracle_new_content)
+            answer = canonical_answer(ex.code_context, ex.oracle_new_content, context_lines=context_lines)
         except ValueError:
             skipped += 1
             continue
@@ -87,12 +91,15 @@ class SFTTrainer:
         reward_fn: GroupReward | None = None,
         engine: Any = None,
         progress: bool = True,
+        context_lines: int = 1,
     ) -> None:
         self.config = config
         self.dist = init_distributed()
         seed_everything(config.seed + self.dist.rank)
         self.tokenizer = tokenizer
-        self.examples, self.skipped = build_sft_examples(train_examples, tokenizer, config.max_seq_length)
+        self.examples, self.skipped = build_sft_examples(
+            train_examples, tokenizer, config.max_seq_length, context_lines=context_lines
+        )
         if not self.examples:
             raise ValueError("no SFT example has a canonical answer that fits max_seq_length")
         self.eval_examples = list(eval_examples)
