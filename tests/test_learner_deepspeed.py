@@ -156,3 +156,9 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     worker(args.stage, args.out)
+    # Skip interpreter teardown: once under CI load a rank aborted in a C++ destructor ("terminate called
+    # without an active exception") after its results were complete. That teardown race is not what this
+    # test measures; it is noted in docs/training.md.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
