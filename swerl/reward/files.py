@@ -25,6 +25,8 @@ from swerl.reward.similarity import RewardConfig
 PARQUET_SUFFIXES = (".parquet", ".pq")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 PARQUET_BATCH_ROWS = 1024
+SMALL_INPUT_ROWS = 256
+"""Below this many rows the default is one process: starting a pool costs more than it saves."""
 
 
 @dataclass
@@ -70,6 +72,11 @@ def _count_lines(path: Path) -> int:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
 
 
+def _default_workers_for(rows: int, workers: int | None) -> int | None:
+    """An explicit worker count wins; otherwise small inputs stay in this process."""
+    return 1 if workers is None and rows < SMALL_INPUT_ROWS else workers
+
+
 def _jsonl_lines(path: Path) -> Iterator[str]:
     with path.open(encoding="utf-8", errors="surrogateescape") as f:
         yield from (line for line in f if line.strip())
@@ -78,6 +85,7 @@ def _jsonl_lines(path: Path) -> Iterator[str]:
 def _score_jsonl(src: Path, tmp: Path, config: RewardConfig, workers: int | None, bar: tqdm) -> ScoreSummary:
     summary = ScoreSummary()
     bar.total = _count_lines(src)
+    workers = _default_workers_for(bar.total, workers)
     with tmp.open("w", encoding="utf-8", errors="surrogateescape") as out:
         for line, (reward, info) in map_rows(score_jsonl_line, _jsonl_lines(src), config, workers=workers):
             out.write(line)
@@ -101,6 +109,7 @@ def _score_parquet(
     summary = ScoreSummary()
     source = pq.ParquetFile(src)
     bar.total = source.metadata.num_rows
+    workers = _default_workers_for(bar.total, workers)
     batches: deque[pa.RecordBatch] = deque()
 
     def rows() -> Iterator[dict[str, Any]]:
