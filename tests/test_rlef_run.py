@@ -83,6 +83,29 @@ def test_eval_cli_with_and_without_feedback(tiny_dir: Path, tmp_path: Path) -> N
         parse_nk("3")
 
 
+def test_fix_dialogs_show_real_feedback_then_the_reference(tiny_dir: Path) -> None:
+    """Multi-turn warm-up examples: a wrong answer, the sandbox's feedback on it, the reference as target."""
+    from swerl.models.tiny import load_model_and_tokenizer
+    from swerl.trainers.dialog import ChatRenderer, corrupted_solutions, feedback_fix_dialogs
+
+    _, tokenizer = load_model_and_tokenizer(str(tiny_dir))
+    tasks = [ContestTask(p) for p in load_problems(bundled_path("train")).problems[:3]]
+    renderer = ChatRenderer(tokenizer)
+
+    def answer_ids(task: ContestTask, code: str) -> list[int]:
+        return list(tokenizer(f"```python\n{code}```<|im_end|>", add_special_tokens=False)["input_ids"])
+
+    pairs = feedback_fix_dialogs(renderer, tasks, sandbox_judge(), answer_ids)
+    assert len(pairs) == 2 * len(tasks)  # every corrupted variant really fails its public tests
+    for (context, target), task in zip(pairs, [t for t in tasks for _ in range(2)], strict=True):
+        prompt = renderer.prompt_ids(task)
+        assert context[: len(prompt)] == prompt
+        dialog = tokenizer.decode(context[len(prompt) :])
+        assert any(wrong in dialog for wrong in corrupted_solutions(task.problem.python_solutions[0]))
+        assert "public tests" in dialog and dialog.rstrip().endswith("assistant")
+        assert task.problem.python_solutions[0].strip() in tokenizer.decode(target)
+
+
 def test_short_learning_run(tiny_dir: Path, tmp_path: Path) -> None:
     """SFT warm-up then RLEF steps on the bundled set, end to end, with the before/after report."""
     from swerl.trainers.rlef import RLEFConfig, run

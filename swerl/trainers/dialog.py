@@ -384,6 +384,45 @@ def _judge_private(episodes: Sequence[Episode], judge: Judge, all_turns: bool) -
         turn.private_passed = all(r.passed for r in res)
 
 
+# ------------------------------------------------------------------------------------ SFT warm-up
+def corrupted_solutions(code: str) -> list[str]:
+    """Wrong variants of a correct program, as a model gets them wrong: a stray extra output line, and a
+    crash (a name that does not exist) before any output."""
+    body = code.rstrip()
+    return [f"{body}\nprint(0)\n", f"answer = solve_input()\n{body}\n"]
+
+
+def feedback_fix_dialogs(
+    renderer: ChatRenderer,
+    tasks: Sequence[ContestTask],
+    judge: Judge,
+    answer_ids: Callable[[Task, str], list[int]],
+) -> list[tuple[list[int], list[int]]]:
+    """Second-turn SFT examples: (prompt, wrong answer, its real feedback) -> the reference answer.
+
+    Each task's first reference solution is corrupted (`corrupted_solutions`) and the variants are run on
+    the public tests by `judge`; the ones that really fail become the first answer of a dialog, followed by
+    exactly the feedback ids `run_episodes` would add. `answer_ids(task, code)` gives an answer's ids with
+    its end of turn. Returns (context ids, target ids); only the target (the fix) is meant to be trained on.
+    """
+    cases = [
+        (task, solution, wrong)
+        for task in tasks
+        for solution in task.problem.python_solutions[:1]
+        for wrong in corrupted_solutions(solution)
+    ]
+    jobs = [task.public_job(wrong) for task, _, wrong in cases]
+    out = []
+    for (task, solution, wrong), job, results in zip(cases, jobs, judge(jobs) if jobs else [], strict=True):
+        feedback = render_feedback(job.tests, results)
+        if feedback is None:  # the variant passes the public tests: nothing to fix
+            continue
+        wrong_ids = answer_ids(task, wrong)
+        context = renderer.prompt_ids(task) + wrong_ids + renderer.feedback_ids(feedback, wrong_ids, True)
+        out.append((context, answer_ids(task, solution)))
+    return out
+
+
 # ----------------------------------------------------------------------------------------- evaluation
 @dataclass
 class DialogEval:

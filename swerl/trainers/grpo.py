@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from torch import Tensor
 
 from swerl.algorithms import (
@@ -34,24 +33,19 @@ from swerl.algorithms import (
     masked_mean,
     zero_std_groups,
 )
-from swerl.learner import Learner, MetricsLogger, init_distributed
-from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
+from swerl.learner import Learner
 from swerl.learner.dist import all_gather_floats, all_reduce
-from swerl.trainers.common import (
-    PackedBatch,
-    completion_logprobs,
-    evaluate,
-    pack_sequences,
-    resolve_resume,
-    sampling_params,
-)
+from swerl.trainers.common import PackedBatch, evaluate, pack_sequences, sampling_params
 from swerl.trainers.config import GRPOConfig
 from swerl.trainers.data import EpochSampler, Example, rank_slice
+from swerl.trainers.loop import TrainLoop, build_engine, load_run, pad_id, write_config
 from swerl.trainers.rewards import GroupReward
 
 
-class GRPOTrainer:
-    """Holds the run's pieces; `train()` is the loop, `train_step()` one rollout batch."""
+class GRPOTrainer(TrainLoop):
+    """Holds the run's pieces; `train()` (in TrainLoop) is the loop, `train_step()` one rollout batch."""
+
+    desc = "grpo"
 
     def __init__(
         self,
@@ -65,16 +59,11 @@ class GRPOTrainer:
         eval_examples: Sequence[Example] = (),
         progress: bool = True,
     ) -> None:
-        self.config = config
-        self.dist = init_distributed()
-        if config.prompts_per_step % self.dist.world_size:
-            raise ValueError("prompts_per_step must be a multiple of the number of processes")
-        seed_everything(config.seed + self.dist.rank)
-        self.tokenizer = tokenizer
+        super().__init__(config, tokenizer, progress)
         self.examples = list(train_examples)
         self.eval_examples = list(eval_examples)
         self.reward_fn = reward_fn
-        self.pad_id = _pad_id(tokenizer, model)
+        self.pad_id = pad_id(tokenizer, model)
         # The reference is a frozen copy of the *initial* policy; beta = 0 (the default) needs none.
         self.ref_model = copy.deepcopy(model).eval().requires_grad_(False) if config.beta > 0 else None
         if self.ref_model is not None:
@@ -82,42 +71,9 @@ class GRPOTrainer:
         self.learner = Learner(model, config, config.max_steps * config.num_iterations, self.dist)
         self.engine = engine if engine is not None else build_engine(config, self.learner.module, tokenizer)
         self.sampler = EpochSampler(len(self.examples), config.seed)
-        self.step = 0
         self.num_tokens = 0
-        self.run_dir = Path(config.output_dir)
-        self.progress = progress
 
-    # ------------------------------------------------------------------------------------------ loop
-    def train(self) -> list[dict[str, float]]:
-        """Run to max_steps (continuing from a checkpoint when configured); returns the logged rows."""
-        cfg = self.config
-        ckpt = resolve_resume(cfg)
-        if ckpt is not None:
-            state = load_checkpoint(ckpt, self.learner, self.dist)
-            self.step, self.num_tokens = state["step"], state["num_tokens"]
-            self.sampler.load_state_dict(state["sampler"])
-        log = MetricsLogger(
-            self.run_dir,
-            enabled=self.dist.is_main,
-            total_steps=cfg.max_steps,
-            initial_step=self.step,
-            tensorboard=cfg.report_to_tensorboard,
-            progress=self.progress,
-            desc="grpo",
-        )
-        history = []
-        while self.step < cfg.max_steps:
-            metrics = self.train_step()
-            self.step += 1
-            history.append(metrics)
-            if self.step % cfg.logging_steps == 0 or self.step == cfg.max_steps:
-                log.log(self.step, metrics)
-            if cfg.save_steps and self.step % cfg.save_steps == 0 and self.step < cfg.max_steps:
-                self.save(self.run_dir / f"checkpoint-{self.step}")
-        self.save_final()
-        log.close()
-        return history
-
+    # ------------------------------------------------------------------------------------------ step
     def train_step(self) -> dict[str, float]:
         cfg, dist = self.config, self.dist
         t0 = time.perf_counter()
@@ -194,20 +150,14 @@ class GRPOTrainer:
             top_p=cfg.top_p,
             top_k=cfg.top_k or 0,
         )
-        self.learner.eval()
-        with torch.no_grad(), self.learner.full_parameters():
-            groups = self.engine.generate(prompts, params)
-        self.learner.train()
-        return groups
+        with self.sampling():
+            return self.engine.generate(prompts, params)
 
     def update(self, batch: PackedBatch | None) -> dict[str, float]:
         """mu optimizer steps on one rollout batch; returns loss, kl, entropy, clip ratios, grad norm."""
         cfg, dist = self.config, self.dist
-        mb_size = cfg.micro_batch_size
         n_local = 0 if batch is None else len(batch)
-        rows = [list(range(lo, min(lo + mb_size, n_local))) for lo in range(0, n_local, mb_size)]
-        # Every rank runs as many micro-batches as the busiest one: ZeRO communicates in forward/backward.
-        n_mb = int(all_reduce(torch.tensor(len(rows)), op="max").item())
+        rows, n_mb = self.micro_batches(n_local)
         tokens = 0.0 if batch is None else float(batch.completion_mask.sum())
         seqs = float(n_local)
         global_count = all_reduce(torch.tensor([tokens, seqs], dtype=torch.float64))
@@ -229,14 +179,7 @@ class GRPOTrainer:
                     self.learner.backward(self.dummy_loss(), last=last)
                     continue
                 mb = batch.micro_batch(rows[k])
-                logp, entropy = completion_logprobs(
-                    self.learner.forward,
-                    mb["input_ids"],
-                    mb["attention_mask"],
-                    mb["completion_ids"],
-                    cfg.temperature,
-                    with_entropy=iteration == 0,
-                )
+                logp, entropy = self.logprobs(self.learner.forward, mb, with_entropy=iteration == 0)
                 old_logp = mb["old_logp"] if mb["old_logp"] is not None else logp.detach()
                 loss, stats = clipped_policy_loss(
                     logp,
@@ -286,16 +229,10 @@ class GRPOTrainer:
                 mb = batch.micro_batch(rows[k])
                 idx = torch.tensor(rows[k], device=self.dist.device)
                 width = mb["completion_ids"].shape[1]
-                args = (mb["input_ids"], mb["attention_mask"], mb["completion_ids"], cfg.temperature)
                 if batch.old_logp is not None:
-                    batch.old_logp[idx, :width] = completion_logprobs(self.learner.forward, *args)[0]
+                    batch.old_logp[idx, :width] = self.logprobs(self.learner.forward, mb)[0]
                 if batch.ref_logp is not None:
-                    batch.ref_logp[idx, :width] = completion_logprobs(self.ref_model, *args)[0]
-
-    def dummy_loss(self) -> Tensor:
-        """A zero loss through the model, for a rank with fewer micro-batches than the others."""
-        ids = torch.full((1, 1), self.pad_id, dtype=torch.long, device=self.dist.device)
-        return self.learner.forward(input_ids=ids, use_cache=False).logits.sum() * 0.0
+                    batch.ref_logp[idx, :width] = self.logprobs(self.ref_model, mb)[0]
 
     def reduce_update_stats(self, sums: dict[str, float], step_stats: dict[str, float]) -> dict[str, float]:
         """Token-weighted means over every rank's micro-batches of the first pass."""
@@ -340,66 +277,27 @@ class GRPOTrainer:
 
     # ------------------------------------------------------------------------------------ state
     def trainer_state(self) -> dict[str, Any]:
-        return {"step": self.step, "num_tokens": self.num_tokens, "sampler": self.sampler.state_dict()}
+        return {**super().trainer_state(), "num_tokens": self.num_tokens}
 
-    def save(self, path: Path) -> None:
-        save_checkpoint(
-            path.parent,
-            self.step,
-            self.learner,
-            self.tokenizer,
-            self.trainer_state(),
-            self.dist,
-            keep=self.config.save_total_limit,
-        )
-
-    def save_final(self) -> None:
-        """The trained policy in HF form under output_dir/final, ready for `from_pretrained` or serving."""
-        self.learner.save_pretrained(self.run_dir / "final", self.tokenizer)
+    def load(self, ckpt: Path) -> dict[str, Any]:
+        state = super().load(ckpt)
+        self.num_tokens = state["num_tokens"]
+        return state
 
     def evaluate(self, examples: Sequence[Example] | None = None) -> Any:
         """Held-out mean reward and malformed rate with the current weights (one answer per prompt)."""
         cfg = self.config
-        self.learner.eval()
-        with torch.no_grad(), self.learner.full_parameters():
-            report = evaluate(
+        with self.sampling():
+            return evaluate(
                 self.engine,
                 list(examples if examples is not None else self.eval_examples),
                 self.reward_fn,
                 max_new_tokens=cfg.max_completion_length,
                 temperature=cfg.eval_temperature,
             )
-        self.learner.train()
-        return report
-
-
-def build_engine(config: GRPOConfig, model: Any, tokenizer: Any) -> Any:
-    """The rollout engine the config names: "hf" (transformers, colocated) or "vllm" (optional extra)."""
-    if config.rollout_engine == "hf":
-        from swerl.rollout.hf import HFEngine
-
-        return HFEngine(model, tokenizer, batch_size=config.generation_batch_size)
-    if config.rollout_engine == "vllm":
-        # Colocated vLLM loads the same checkpoint and receives the weights after every step.
-        from swerl.rollout.vllm_engine import VLLMEngine
-
-        return VLLMEngine(config.model_name_or_path, **config.rollout_kwargs)
-    raise ValueError(f"rollout_engine must be 'hf' or 'vllm', got {config.rollout_engine!r}")
 
 
 _ERROR_KINDS = ("tag_count", "empty_thought", "no_blocks", "search_not_found", "search_equals_replace")
-
-
-def _pad_id(tokenizer: Any, model: Any) -> int:
-    for value in (
-        getattr(tokenizer, "pad_token_id", None),
-        getattr(tokenizer, "eos_token_id", None),
-        getattr(model.config, "pad_token_id", None),
-        getattr(model.config, "eos_token_id", None),
-    ):
-        if isinstance(value, int):
-            return value
-    return 0
 
 
 def run(config: GRPOConfig, progress: bool = True) -> dict[str, Any]:
@@ -408,14 +306,10 @@ def run(config: GRPOConfig, progress: bool = True) -> dict[str, Any]:
     Resuming loads the model from the checkpoint's HF copy, so weights, optimizer and RNG all come from
     the same step. Returns the held-out reports (before/after) and the training history.
     """
-    from swerl.trainers.common import load_policy
     from swerl.trainers.data import build_examples, read_rows
     from swerl.trainers.rewards import reward_from_name
 
-    ckpt = resolve_resume(config)
-    model, tokenizer = load_policy(
-        str(ckpt / "model") if ckpt else config.model_name_or_path, config.trust_remote_code
-    )
+    ckpt, model, tokenizer = load_run(config)
     examples, skipped = build_examples(
         read_rows(config.train_file, config.max_train_samples), tokenizer, config.max_prompt_length
     )
@@ -430,10 +324,7 @@ def run(config: GRPOConfig, progress: bool = True) -> dict[str, Any]:
     )
     out: dict[str, Any] = {"skipped_long_prompts": skipped, "train_examples": len(examples)}
     if trainer.dist.is_main:
-        Path(config.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(config.output_dir) / "config.yaml").write_text(
-            yaml.safe_dump(config.to_dict()), encoding="utf-8"
-        )
+        write_config(config)
     if eval_examples and ckpt is None:
         out["eval_before"] = trainer.evaluate()
     out["history"] = trainer.train()

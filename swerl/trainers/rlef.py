@@ -22,7 +22,7 @@ The price is a second model in memory (at 8B with ZeRO-3 sharding that is afford
 once per answer, at the last token of its context, because the reward and the advantages are per turn.
 
 Like GRPO, the trainer holds no algorithm: GAE, whitening and the losses come from `swerl.algorithms`;
-learner, checkpoints and logging are the GRPO trainer's.
+the loop, learner, checkpoints and logging are the GRPO trainer's (`swerl.trainers.loop.TrainLoop`).
 """
 
 from __future__ import annotations
@@ -38,17 +38,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from torch import Tensor, nn
 
 from swerl.algorithms import clipped_policy_loss, clipped_value_loss, masked_mean, turn_level_gae, whiten
 from swerl.learner import Learner, MetricsLogger, init_distributed
-from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
 from swerl.learner.dist import all_gather_floats, all_reduce
-from swerl.trainers.common import PackedBatch, completion_logprobs, pack_sequences, resolve_resume
+from swerl.trainers.common import PackedBatch, completion_logprobs, pack_sequences
 from swerl.trainers.config import TrainConfig
 from swerl.trainers.data import EpochSampler, rank_slice
 from swerl.trainers.dialog import ChatRenderer, ContestTask, Episode, EpisodeConfig, Judge, run_episodes
+from swerl.trainers.loop import TrainLoop, build_engine, load_run, pad_id, write_config
 
 
 @dataclass
@@ -75,6 +74,8 @@ class RLEFConfig(TrainConfig):
         solved_reward / failed_reward / invalid_code_reward: the task rewards (+1 / -1 / -0.2).
         sft_warmup_steps: before RL, supervised steps on the problems' reference solutions (0: none);
             sft_learning_rate / sft_batch_size: their optimizer settings.
+        sft_fix_dialogs: the warm-up also trains second turns: a corrupted reference solution, the
+            sandbox's real feedback on it, then the reference solution (only the fix is trained on).
         eval_samples: dialogs per held-out problem for the before/after 1@3 report.
         eval_temperature: sampling temperature of those dialogs.
         generation_batch_size, rollout_engine, rollout_kwargs: as in GRPO.
@@ -103,6 +104,7 @@ class RLEFConfig(TrainConfig):
     sft_warmup_steps: int = 0
     sft_learning_rate: float = 1e-3
     sft_batch_size: int = 16
+    sft_fix_dialogs: bool = True
     eval_samples: int = 6
     eval_temperature: float = 1.0
     generation_batch_size: int = 64
@@ -220,8 +222,10 @@ def turn_tensor(values: Sequence[Sequence[float]], width: int) -> Tensor:
 
 
 # ------------------------------------------------------------------------------------------ trainer
-class RLEFTrainer:
-    """Holds the run's pieces; `train()` is the loop, `train_step()` one rollout batch."""
+class RLEFTrainer(TrainLoop):
+    """Holds the run's pieces; `train()` (in TrainLoop) is the loop, `train_step()` one rollout batch."""
+
+    desc = "rlef"
 
     def __init__(
         self,
@@ -234,16 +238,11 @@ class RLEFTrainer:
         engine: Any = None,
         progress: bool = True,
     ) -> None:
-        self.config = config
-        self.dist = init_distributed()
-        if config.prompts_per_step % self.dist.world_size:
-            raise ValueError("prompts_per_step must be a multiple of the number of processes")
-        seed_everything(config.seed + self.dist.rank)
-        self.tokenizer = tokenizer
+        super().__init__(config, tokenizer, progress)
         self.tasks = list(train_tasks)
         self.judge = judge
         self.renderer = ChatRenderer(tokenizer)
-        self.pad_id = _pad_id(tokenizer)
+        self.pad_id = pad_id(tokenizer)
         # rho: the frozen start model; the critic starts from the same weights (its own copy).
         self.ref_model = copy.deepcopy(model).eval().requires_grad_(False).to(self.dist.device)
         critic = TurnCritic(copy.deepcopy(model))
@@ -256,44 +255,8 @@ class RLEFTrainer:
         self.engine = engine if engine is not None else build_engine(config, self.learner.module, tokenizer)
         self.sampler = EpochSampler(len(self.tasks), config.seed)
         self.rng = random.Random(config.seed + self.dist.rank)
-        self.step = 0
-        self.run_dir = Path(config.output_dir)
-        self.progress = progress
 
-    # ------------------------------------------------------------------------------------------ loop
-    def train(self) -> list[dict[str, float]]:
-        """Run to max_steps (continuing from a checkpoint when configured); returns the logged rows."""
-        cfg = self.config
-        ckpt = resolve_resume(cfg)
-        if ckpt is not None:
-            state = load_checkpoint(ckpt, self.learner, self.dist)
-            self.step = state["step"]
-            self.sampler.load_state_dict(state["sampler"])
-            if self.critic.engine is None:
-                self.critic.module.load_pretrained(ckpt / "critic")
-            self.critic.load_state(ckpt / "critic")
-        log = MetricsLogger(
-            self.run_dir,
-            enabled=self.dist.is_main,
-            total_steps=cfg.max_steps,
-            initial_step=self.step,
-            tensorboard=cfg.report_to_tensorboard,
-            progress=self.progress,
-            desc="rlef",
-        )
-        history = []
-        while self.step < cfg.max_steps:
-            metrics = self.train_step()
-            self.step += 1
-            history.append(metrics)
-            if self.step % cfg.logging_steps == 0 or self.step == cfg.max_steps:
-                log.log(self.step, metrics)
-            if cfg.save_steps and self.step % cfg.save_steps == 0 and self.step < cfg.max_steps:
-                self.save(self.run_dir / f"checkpoint-{self.step}")
-        self.learner.save_pretrained(self.run_dir / "final", self.tokenizer)
-        log.close()
-        return history
-
+    # ------------------------------------------------------------------------------------------ step
     def train_step(self) -> dict[str, float]:
         cfg, dist = self.config, self.dist
         t0 = time.perf_counter()
@@ -301,12 +264,10 @@ class RLEFTrainer:
         # 1. Rollout: this rank's problems, several episodes each, from the current policy.
         indices = rank_slice(self.sampler.next_batch(cfg.prompts_per_step), dist.rank, dist.world_size)
         tasks = [self.tasks[i] for i in indices for _ in range(cfg.episodes_per_problem)]
-        self.learner.eval()
-        with torch.no_grad(), self.learner.full_parameters():
+        with self.sampling():
             episodes = run_episodes(
                 self.engine, self.renderer, tasks, cfg.episode_config(), self.judge, rng=self.rng
             )
-        self.learner.train()
         batch = pack_episodes(episodes, self.pad_id, dist.device)
         t_rollout = time.perf_counter()
 
@@ -343,10 +304,6 @@ class RLEFTrainer:
         return metrics
 
     # ------------------------------------------------------------------------------------- the pieces
-    def micro_batches(self, n: int) -> list[list[int]]:
-        size = self.config.micro_batch_size
-        return [list(range(lo, min(lo + size, n))) for lo in range(0, n, size)]
-
     def values_of(self, forward: Any, mb: dict[str, Any], rows: list[int], batch: DialogBatch) -> Tensor:
         """The critic's value of each answer's context, [rows, max_turns] (0 past an episode's end)."""
         ids, attention = mb["input_ids"], mb["attention_mask"]
@@ -362,14 +319,12 @@ class RLEFTrainer:
 
     def score(self, batch: DialogBatch) -> tuple[Tensor, Tensor, Tensor]:
         """Policy and reference log-probs [E, C] and critic values [E, max_turns], before any update."""
-        cfg = self.config
         n, c = batch.packed.completion_ids.shape
         old_logp = torch.zeros(n, c)
         ref_logp = torch.zeros(n, c)
         values = torch.zeros(n, max(batch.num_turns))
-        rows_list = self.micro_batches(n)
         # As many forwards on every rank as on the busiest one: ZeRO-3 gathers parameters inside forward.
-        n_mb = int(all_reduce(torch.tensor(len(rows_list)), op="max").item())
+        rows_list, n_mb = self.micro_batches(n)
         with torch.no_grad():
             for k in range(n_mb):
                 if k >= len(rows_list):
@@ -379,9 +334,8 @@ class RLEFTrainer:
                 rows = rows_list[k]
                 mb = batch.packed.micro_batch(rows)
                 width = mb["completion_ids"].shape[1]
-                args = (mb["input_ids"], mb["attention_mask"], mb["completion_ids"], cfg.temperature)
-                old_logp[rows, :width] = completion_logprobs(self.learner.forward, *args)[0].float().cpu()
-                ref_logp[rows, :width] = completion_logprobs(self.ref_model, *args)[0].float().cpu()
+                old_logp[rows, :width] = self.logprobs(self.learner.forward, mb)[0].float().cpu()
+                ref_logp[rows, :width] = self.logprobs(self.ref_model, mb)[0].float().cpu()
                 values[rows] = self.values_of(self.critic.forward, mb, rows, batch).float().cpu()
         return old_logp, ref_logp, values
 
@@ -414,8 +368,7 @@ class RLEFTrainer:
     ) -> dict[str, float]:
         """`num_iterations` passes of clipped policy + clipped value loss; one step per model per pass."""
         cfg, dist, device = self.config, self.dist, self.dist.device
-        rows = self.micro_batches(len(batch))
-        n_mb = int(all_reduce(torch.tensor(len(rows)), op="max").item())
+        rows, n_mb = self.micro_batches(len(batch))
         counts = all_reduce(
             torch.tensor(
                 [float(batch.packed.completion_mask.sum()), float(turn_mask.sum())], dtype=torch.float64
@@ -440,14 +393,7 @@ class RLEFTrainer:
                 mb = batch.packed.micro_batch(rows[k])
                 width = mb["completion_ids"].shape[1]
                 idx = rows[k]
-                logp, entropy = completion_logprobs(
-                    self.learner.forward,
-                    mb["input_ids"],
-                    mb["attention_mask"],
-                    mb["completion_ids"],
-                    cfg.temperature,
-                    with_entropy=iteration == 0,
-                )
+                logp, entropy = self.logprobs(self.learner.forward, mb, with_entropy=iteration == 0)
                 mask = mb["completion_mask"]
                 policy_loss, policy_stats = clipped_policy_loss(
                     logp,
@@ -489,15 +435,6 @@ class RLEFTrainer:
         out.update(stats)
         return out
 
-    def dummy_loss(self, learner: Learner) -> Tensor:
-        """A zero loss through a model, for a rank with fewer micro-batches than the others."""
-        ids = torch.full((1, 1), self.pad_id, dtype=torch.long, device=self.dist.device)
-        out = learner.forward(
-            input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=torch.zeros_like(ids)
-        )
-        tensor = out if isinstance(out, Tensor) else out.logits
-        return tensor.sum() * 0.0
-
     def rollout_metrics(
         self, episodes: Sequence[Episode], task: Tensor, log_ratio: Tensor, turn_mask: Tensor
     ) -> dict[str, float]:
@@ -527,39 +464,19 @@ class RLEFTrainer:
         }
 
     # ------------------------------------------------------------------------------------ state
-    def save(self, path: Path) -> None:
-        state = {"step": self.step, "sampler": self.sampler.state_dict()}
-        ckpt = save_checkpoint(
-            path.parent,
-            self.step,
-            self.learner,
-            self.tokenizer,
-            state,
-            self.dist,
-            keep=self.config.save_total_limit,
-        )
+    def load(self, ckpt: Path) -> dict[str, Any]:
+        """The policy's state as in GRPO, then the critic's (its weights too when not under DeepSpeed)."""
+        state = super().load(ckpt)
+        if self.critic.engine is None:
+            self.critic.module.load_pretrained(ckpt / "critic")
+        self.critic.load_state(ckpt / "critic")
+        return state
+
+    def save(self, path: Path) -> Path:
+        ckpt = super().save(path)
         self.critic.save_pretrained(ckpt / "critic")
         self.critic.save_state(ckpt / "critic")
-
-
-def build_engine(config: RLEFConfig, model: Any, tokenizer: Any) -> Any:
-    """The rollout engine the config names, as in GRPO: "hf" (colocated transformers) or "vllm"."""
-    if config.rollout_engine == "hf":
-        from swerl.rollout.hf import HFEngine
-
-        return HFEngine(model, tokenizer, batch_size=config.generation_batch_size)
-    if config.rollout_engine == "vllm":
-        from swerl.rollout.vllm_engine import VLLMEngine
-
-        return VLLMEngine(config.model_name_or_path, **config.rollout_kwargs)
-    raise ValueError(f"rollout_engine must be 'hf' or 'vllm', got {config.rollout_engine!r}")
-
-
-def _pad_id(tokenizer: Any) -> int:
-    for value in (tokenizer.pad_token_id, tokenizer.eos_token_id):
-        if isinstance(value, int):
-            return value
-    return 0
+        return ckpt
 
 
 # ---------------------------------------------------------------------------------------- the run
@@ -575,22 +492,40 @@ def load_tasks(spec: str) -> list[ContestTask]:
 
 
 def sft_warmup(
-    model: Any, tokenizer: Any, tasks: Sequence[ContestTask], config: RLEFConfig, progress: bool = True
+    model: Any,
+    tokenizer: Any,
+    tasks: Sequence[ContestTask],
+    config: RLEFConfig,
+    progress: bool = True,
+    judge: Judge | None = None,
 ) -> list[dict[str, float]]:
     """Supervised steps on the reference solutions, so RL starts from a policy that sometimes succeeds.
 
-    The target is what a good first answer looks like: the solution in one ```python block, then the
-    template's end of turn. Uses its own short-lived Learner (own learning rate, no checkpoints).
+    The target is what a good answer looks like: the solution in one ```python block, then the template's
+    end of turn. First turns, and with `sft_fix_dialogs` (and a judge) second turns after a wrong answer
+    and its real feedback (`feedback_fix_dialogs`), so a feedback turn is not a context the policy has
+    never seen. Uses its own short-lived Learner (own learning rate, no checkpoints).
     """
+    from swerl.trainers.dialog import feedback_fix_dialogs
     from swerl.trainers.sft import answer_suffix
 
+    def answer_ids(task: ContestTask, code: str) -> list[int]:
+        answer = f"```python\n{code.rstrip()}\n```"
+        return list(
+            tokenizer(answer_suffix(tokenizer, task.messages(), answer), add_special_tokens=False)[
+                "input_ids"
+            ]
+        )
+
     renderer = ChatRenderer(tokenizer)
-    pairs = []
-    for task in tasks:
-        for solution in task.problem.python_solutions[:1]:
-            answer = f"```python\n{solution.rstrip()}\n```"
-            target = tokenizer(answer_suffix(tokenizer, task.messages(), answer), add_special_tokens=False)
-            pairs.append((renderer.prompt_ids(task), list(target["input_ids"])))
+    pairs = [
+        (renderer.prompt_ids(task), answer_ids(task, solution))
+        for task in tasks
+        for solution in task.problem.python_solutions[:1]
+    ]
+    if config.sft_fix_dialogs and judge is not None:
+        fixes = feedback_fix_dialogs(renderer, tasks, judge, answer_ids)
+        pairs += [(c, t) for c, t in fixes if len(c) + len(t) <= config.max_seq_length]
     if not pairs:
         raise ValueError("no reference solutions to warm up on")
     dist = init_distributed()
@@ -606,7 +541,7 @@ def sft_warmup(
         desc="sft warm-up",
     )
     history = []
-    pad = _pad_id(tokenizer)
+    pad = pad_id(tokenizer)
     for step in range(1, config.sft_warmup_steps + 1):
         chosen = [pairs[i] for i in sampler.next_batch(config.sft_batch_size)]
         packed = pack_sequences([p for p, _ in chosen], [t for _, t in chosen], pad, dist.device)
@@ -629,9 +564,8 @@ def evaluate_policy(trainer: RLEFTrainer, tasks: Sequence[ContestTask], **episod
 
     cfg = trainer.config
     episode = cfg.episode_config(temperature=cfg.eval_temperature, **episode_changes)
-    trainer.learner.eval()
-    with torch.no_grad(), trainer.learner.full_parameters():
-        report = evaluate_dialogs(
+    with trainer.sampling():
+        return evaluate_dialogs(
             trainer.engine,
             trainer.renderer,
             tasks,
@@ -641,30 +575,22 @@ def evaluate_policy(trainer: RLEFTrainer, tasks: Sequence[ContestTask], **episod
             nk=((1, 3),),
             seed=cfg.seed,
         )
-    trainer.learner.train()
-    return report
 
 
 def run(config: RLEFConfig, progress: bool = True, judge: Judge | None = None) -> dict[str, Any]:
     """Everything `swerl train rlef` does: load, SFT warm-up, evaluate, RLEF, evaluate, save the report."""
     import json
 
-    from swerl.trainers.common import load_policy
     from swerl.trainers.dialog import sandbox_judge
 
-    ckpt = resolve_resume(config)
-    model, tokenizer = load_policy(
-        str(ckpt / "model") if ckpt else config.model_name_or_path, config.trust_remote_code
-    )
+    ckpt, model, tokenizer = load_run(config)
     tasks = load_tasks(config.train_file)
     eval_tasks = load_tasks(config.eval_file)[: config.max_eval_samples] if config.eval_file else []
     judge = judge or sandbox_judge(workers=config.sandbox_workers)
     out: dict[str, Any] = {"train_problems": len(tasks), "eval_problems": len(eval_tasks)}
-    run_dir = Path(config.output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict()), encoding="utf-8")
+    run_dir = write_config(config)
     if config.sft_warmup_steps and ckpt is None:
-        out["sft"] = sft_warmup(model, tokenizer, tasks, config, progress=progress)
+        out["sft"] = sft_warmup(model, tokenizer, tasks, config, progress=progress, judge=judge)
     trainer = RLEFTrainer(config, model, tokenizer, tasks, judge=judge, progress=progress)
     if eval_tasks and ckpt is None:
         out["eval_before"] = evaluate_policy(trainer, eval_tasks)

@@ -1,0 +1,185 @@
+"""The loop every RL trainer shares: resume, log, step, checkpoint, final save.
+
+A trainer subclasses `TrainLoop`, builds its pieces in `__init__` after `super().__init__`, and writes
+`train_step()`; what differs in the saved state (GRPO's token count, RLEF's critic) goes in
+`trainer_state` / `load` / `save`. Everything else here is the plumbing GRPO and RLEF have in common:
+the rollout engine, the pad id, padded micro-batches for ZeRO, and sampling with the full weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from torch import Tensor
+
+from swerl.learner import Learner, MetricsLogger, init_distributed
+from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
+from swerl.learner.dist import all_reduce
+from swerl.trainers.common import completion_logprobs, resolve_resume
+
+
+class TrainLoop:
+    """Run to max_steps from a fresh start or a checkpoint; subclasses set `learner`, `sampler`, `desc`."""
+
+    desc = "train"
+    learner: Learner
+    sampler: Any
+
+    def __init__(self, config: Any, tokenizer: Any, progress: bool = True) -> None:
+        self.config = config
+        self.dist = init_distributed()
+        if config.prompts_per_step % self.dist.world_size:
+            raise ValueError("prompts_per_step must be a multiple of the number of processes")
+        seed_everything(config.seed + self.dist.rank)
+        self.tokenizer = tokenizer
+        self.step = 0
+        self.run_dir = Path(config.output_dir)
+        self.progress = progress
+
+    def train(self) -> list[dict[str, float]]:
+        """Run to max_steps (continuing from a checkpoint when configured); returns the logged rows."""
+        cfg = self.config
+        ckpt = resolve_resume(cfg)
+        if ckpt is not None:
+            self.load(ckpt)
+        log = MetricsLogger(
+            self.run_dir,
+            enabled=self.dist.is_main,
+            total_steps=cfg.max_steps,
+            initial_step=self.step,
+            tensorboard=cfg.report_to_tensorboard,
+            progress=self.progress,
+            desc=self.desc,
+        )
+        history = []
+        while self.step < cfg.max_steps:
+            metrics = self.train_step()
+            self.step += 1
+            history.append(metrics)
+            if self.step % cfg.logging_steps == 0 or self.step == cfg.max_steps:
+                log.log(self.step, metrics)
+            if cfg.save_steps and self.step % cfg.save_steps == 0 and self.step < cfg.max_steps:
+                self.save(self.run_dir / f"checkpoint-{self.step}")
+        self.save_final()
+        log.close()
+        return history
+
+    def train_step(self) -> dict[str, float]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------------------ state
+    def trainer_state(self) -> dict[str, Any]:
+        return {"step": self.step, "sampler": self.sampler.state_dict()}
+
+    def load(self, ckpt: Path) -> dict[str, Any]:
+        """Optimizer, scheduler and RNG into the learner; step and sampler position into the trainer."""
+        state = load_checkpoint(ckpt, self.learner, self.dist)
+        self.step = state["step"]
+        self.sampler.load_state_dict(state["sampler"])
+        return state
+
+    def save(self, path: Path) -> Path:
+        return save_checkpoint(
+            path.parent,
+            self.step,
+            self.learner,
+            self.tokenizer,
+            self.trainer_state(),
+            self.dist,
+            keep=self.config.save_total_limit,
+        )
+
+    def save_final(self) -> None:
+        """The trained policy in HF form under output_dir/final, ready for `from_pretrained` or serving."""
+        self.learner.save_pretrained(self.run_dir / "final", self.tokenizer)
+
+    # ---------------------------------------------------------------------------------- helpers
+    def micro_batches(self, n: int) -> tuple[list[list[int]], int]:
+        """Row indices of this rank's micro-batches, and how many every rank runs (the busiest rank's count:
+        ZeRO communicates inside forward and backward, so a rank with fewer pads with `dummy_loss`)."""
+        size = self.config.micro_batch_size
+        rows = [list(range(lo, min(lo + size, n))) for lo in range(0, n, size)]
+        return rows, int(all_reduce(torch.tensor(len(rows)), op="max").item())
+
+    def dummy_loss(self, learner: Learner | None = None) -> Tensor:
+        """A zero loss through a model, for a rank with fewer micro-batches than the others."""
+        ids = torch.full((1, 1), self.pad_id, dtype=torch.long, device=self.dist.device)
+        out = (learner or self.learner).forward(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            position_ids=torch.zeros_like(ids),
+            use_cache=False,
+        )
+        return (out if isinstance(out, Tensor) else out.logits).sum() * 0.0
+
+    def logprobs(self, forward: Any, mb: dict[str, Any], with_entropy: bool = False) -> tuple[Tensor, Any]:
+        """Log-probs (and entropies) of a micro-batch's completion tokens under `forward`, at the sampling
+        temperature."""
+        return completion_logprobs(
+            forward,
+            mb["input_ids"],
+            mb["attention_mask"],
+            mb["completion_ids"],
+            self.config.temperature,
+            with_entropy=with_entropy,
+        )
+
+    @contextmanager
+    def sampling(self) -> Iterator[Any]:
+        """The policy in eval mode with every parameter gathered, for generation; back to train after."""
+        self.learner.eval()
+        try:
+            with torch.no_grad(), self.learner.full_parameters() as module:
+                yield module
+        finally:
+            self.learner.train()
+
+
+def build_engine(config: Any, model: Any, tokenizer: Any) -> Any:
+    """The rollout engine the config names: "hf" (transformers, colocated) or "vllm" (optional extra)."""
+    if config.rollout_engine == "hf":
+        from swerl.rollout.hf import HFEngine
+
+        return HFEngine(model, tokenizer, batch_size=config.generation_batch_size)
+    if config.rollout_engine == "vllm":
+        # Colocated vLLM loads the same checkpoint and receives the weights after every step.
+        from swerl.rollout.vllm_engine import VLLMEngine
+
+        return VLLMEngine(config.model_name_or_path, **config.rollout_kwargs)
+    raise ValueError(f"rollout_engine must be 'hf' or 'vllm', got {config.rollout_engine!r}")
+
+
+def pad_id(tokenizer: Any, model: Any = None) -> int:
+    """The tokenizer's pad (else eos) id, then the model config's; 0 when none is set."""
+    candidates = [getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "eos_token_id", None)]
+    if model is not None:
+        candidates += [
+            getattr(model.config, "pad_token_id", None),
+            getattr(model.config, "eos_token_id", None),
+        ]
+    return next((value for value in candidates if isinstance(value, int)), 0)
+
+
+def load_run(config: Any) -> tuple[Path | None, Any, Any]:
+    """The checkpoint to resume from (or None) and the policy and tokenizer: the checkpoint's HF copy when
+    resuming, so weights, optimizer and RNG all come from the same step."""
+    from swerl.trainers.common import load_policy
+
+    ckpt = resolve_resume(config)
+    model, tokenizer = load_policy(
+        str(ckpt / "model") if ckpt else config.model_name_or_path, config.trust_remote_code
+    )
+    return ckpt, model, tokenizer
+
+
+def write_config(config: Any) -> Path:
+    """output_dir/config.yaml: the run's settings, next to its metrics and checkpoints."""
+    run_dir = Path(config.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict()), encoding="utf-8")
+    return run_dir
