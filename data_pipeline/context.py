@@ -24,7 +24,7 @@ from data_pipeline.extract import Dropped
 from data_pipeline.filters import file_role
 from data_pipeline.gitstore import GitError, ObjectReader
 from data_pipeline.imports import ModuleIndex, imported_modules, module_names
-from data_pipeline.tokens import TokenCounter, count_composed
+from data_pipeline.tokens import TokenCounter, count_composed, estimate_tokens, estimate_uncached
 from swerl.edit_format import SYSTEM_PROMPT, build_messages, render_repair_prompt
 
 _CONTEXT_ROLES = frozenset({"source", "test"})
@@ -51,6 +51,41 @@ class ContextResult:
     prompt_tokens: int = 0
 
 
+class VersionStore:
+    """The lines and facts of the last indexed version of each (repository, path), bounded by the size of
+    those versions in bytes (least recently used out first); see `ContextBuilder._derive_facts`.
+
+    Shared by every builder of a process: a derived fact is exact whichever earlier version it starts
+    from, so what a worker ran before changes how fast it is, never what it computes."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit = limit_bytes
+        self._items: OrderedDict[tuple[str, str], tuple[str, Counter[str], BlobFacts, int]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: tuple[str, str]) -> tuple[str, Counter[str], BlobFacts] | None:
+        """(blob sha, line counts, facts) of the version last stored under `key`."""
+        found = self._items.get(key)
+        if found is None:
+            return None
+        self._items.move_to_end(key)
+        return found[0], found[1], found[2]
+
+    def put(self, key: tuple[str, str], sha: str, lines: Counter[str], facts: BlobFacts, size: int) -> None:
+        previous = self._items.pop(key, None)
+        if previous is not None:
+            self._bytes -= previous[3]
+        self._items[key] = (sha, lines, facts, size)
+        self._bytes += size
+        while self._bytes > self.limit and self._items:
+            _, (*_, dropped) = self._items.popitem(last=False)
+            self._bytes -= dropped
+
+
+# Per process; ~3x the bytes of the text it holds (line counts plus term counts).
+_VERSIONS = VersionStore(32 << 20)
+
+
 class ContextBuilder:
     """Chooses and orders context files for the PRs of one repository."""
 
@@ -61,22 +96,36 @@ class ContextBuilder:
         filters: FilterConfig,
         count: TokenCounter,
         cache_size: int = 20_000,
+        versions: VersionStore | None = None,
     ) -> None:
         self.reader = reader
         self.config = config
         self.filters = filters
         self.count = count
-        self._facts: OrderedDict[str, BlobFacts | None] = OrderedDict()
+        self._facts: OrderedDict[tuple[str, str], BlobFacts | None] = OrderedDict()
         self._cache_size = cache_size
+        self._versions = versions if versions is not None else _VERSIONS
+        self._repo = str(reader.git_dir)
 
-    def _pool(self, base_commit: str, suffixes: set[str], modified: Iterable[str] = ()) -> dict[str, str]:
+    def _pool(
+        self,
+        base_commit: str,
+        suffixes: set[str],
+        modified: Iterable[str] = (),
+        modified_shas: dict[str, str] | None = None,
+    ) -> dict[str, str]:
         """path -> blob sha of the unmodified source and test files with one of `suffixes`, up to
-        `max_candidate_files` in tree order: the files a prompt may show besides the modified ones."""
+        `max_candidate_files` in tree order: the files a prompt may show besides the modified ones.
+        The blob shas of the modified files met on the way go to `modified_shas`."""
         pool: dict[str, str] = {}
         for entry in self.reader.list_files(base_commit):
             if len(pool) >= self.config.max_candidate_files:
                 break
-            if entry.path in modified or _split(entry.path)[1] not in suffixes:
+            if entry.path in modified:
+                if modified_shas is not None:
+                    modified_shas[entry.path] = entry.sha
+                continue
+            if _split(entry.path)[1] not in suffixes:
                 continue
             if file_role(entry.path) in _CONTEXT_ROLES:
                 pool[entry.path] = entry.sha
@@ -88,57 +137,131 @@ class ContextBuilder:
         level and one for the blobs, instead of several per PR."""
         work = [(commit, list(paths)) for commit, paths in work]
         self.reader.prefetch_trees(commit for commit, _ in work)
-        unseen: dict[str, str] = {}
+        files: dict[tuple[str, str], None] = {}
         for commit, paths in work:
             try:
                 pool = self._pool(commit, {_split(p)[1] for p in paths})
             except GitError:
                 continue  # reported by the PR's own build
-            unseen.update((sha, path) for path, sha in pool.items() if sha not in self._facts)
-        if unseen:
-            self._facts_of({path: sha for sha, path in unseen.items()})
+            files.update(dict.fromkeys(pool.items()))
+        self._index(list(files))
+
+    def _index(self, files: list[tuple[str, str]]) -> None:
+        """Compute and cache the facts of each (path, blob sha) not cached yet: from the version store
+        when it holds that very blob, else from the blob, read in one batch with the others. Facts are
+        cached by path and blob (imports depend on the path), so they never depend on which PRs a worker
+        met first."""
+        todo: list[tuple[str, str]] = []
+        for path, sha in files:
+            if (path, sha) in self._facts:
+                continue
+            known = self._versions.get((self._repo, path))
+            if known is not None and known[0] == sha:
+                self._remember(path, sha, known[2])
+            else:
+                todo.append((path, sha))
+        if not todo:
+            return
+        data = self.reader.blobs(sha for _, sha in todo)
+        for path, sha in todo:
+            if (path, sha) not in self._facts:
+                self._remember(path, sha, self._compute_facts(path, sha, data[sha]))
+
+    def _remember(self, path: str, sha: str, facts: BlobFacts | None) -> None:
+        self._facts[(path, sha)] = facts
+        if len(self._facts) > self._cache_size:
+            self._facts.popitem(last=False)
 
     def _facts_of(self, pool: dict[str, str]) -> dict[str, BlobFacts]:
-        """Facts of each pooled file that is readable text; blobs not seen before are read in one batch."""
-        unseen = [sha for sha in pool.values() if sha not in self._facts]
-        data = self.reader.blobs(unseen) if unseen else {}
+        """Facts of each pooled file that is readable text."""
+        self._index(list(pool.items()))
         out: dict[str, BlobFacts] = {}
-        for path, sha in pool.items():
-            if sha in self._facts:
-                self._facts.move_to_end(sha)
-                facts = self._facts[sha]
-            else:
-                facts = self._compute_facts(path, data[sha])
-                self._facts[sha] = facts
-                if len(self._facts) > self._cache_size:
-                    self._facts.popitem(last=False)
+        for key in pool.items():
+            self._facts.move_to_end(key)
+            facts = self._facts[key]
             if facts is not None:
-                out[path] = facts
+                out[key[0]] = facts
         return out
 
-    def _compute_facts(self, path: str, data: bytes) -> BlobFacts | None:
+    def _compute_facts(self, path: str, sha: str, data: bytes) -> BlobFacts | None:
         if len(data) > self.filters.max_file_bytes or b"\0" in data:
             return None
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return None
+        if self.count is not estimate_tokens:
+            return self._scan_facts(path, text, self.count(text))
+        lines = Counter(text.split("\n"))
+        facts = self._derive_facts(path, text, lines)
+        if facts is None:
+            facts = self._scan_facts(path, text, estimate_tokens(text))
+        self._versions.put((self._repo, path), sha, lines, facts, len(text))
+        return facts
+
+    @staticmethod
+    def _scan_facts(path: str, text: str, tokens: int) -> BlobFacts:
         counts, length = bm25.doc_stats(text)
         imports = _imports(path, text) if path.endswith(".py") else frozenset()
-        return BlobFacts(counts, length, imports, self.count(text) + _FILE_OVERHEAD)
+        return BlobFacts(counts, length, imports, tokens + _FILE_OVERHEAD)
+
+    def _derive_facts(self, path: str, text: str, lines: Counter[str]) -> BlobFacts | None:
+        """The facts of a new version of `path` from those of the last version indexed and the lines that
+        differ between the two, or None when no version is known or most lines differ.
+
+        Exact, because every fact is a sum over lines: a BM25 term, an import statement and a piece of
+        the token estimate never span a newline. Term counts and length move by the counts of the
+        removed and added lines; the estimate of `"\n".join(lines)` is the sum of its lines' estimates
+        plus one per newline; imports are rescanned only when a differing line mentions `import`.
+        """
+        known = self._versions.get((self._repo, path))
+        if known is None:
+            return None
+        _, old_lines, old = known
+        # The (line, count) pairs of either version only: a set operation in C, not a loop over lines.
+        removed: list[str] = []
+        added: list[str] = []
+        for line in {line for line, _ in old_lines.items() ^ lines.items()}:
+            delta = lines.get(line, 0) - old_lines.get(line, 0)
+            (added if delta > 0 else removed).extend([line] * abs(delta))
+            if 2 * (len(removed) + len(added)) > len(lines):
+                return None
+        n_removed, n_added = len(removed), len(added)
+        gone, new = "\n".join(removed), "\n".join(added)
+        counts = old.terms.copy()
+        length = old.length
+        minus, minus_length = bm25.doc_stats(gone)
+        plus, plus_length = bm25.doc_stats(new)
+        counts.subtract(minus)
+        counts.update(plus)
+        for term in minus:
+            if counts[term] <= 0:
+                del counts[term]
+        length += plus_length - minus_length
+        imports = old.imports
+        if path.endswith(".py") and ("import" in gone or "import" in new):
+            imports = _imports(path, text)
+        # Estimate of a join = sum of the parts' estimates + (parts - 1) newlines.
+        body = old.tokens - _FILE_OVERHEAD - (old_lines.total() - 1)
+        body += estimate_uncached(new) - max(n_added - 1, 0) - estimate_uncached(gone) + max(n_removed - 1, 0)
+        return BlobFacts(counts, length, imports, body + (lines.total() - 1) + _FILE_OVERHEAD)
 
     def _ranked_extras(
         self, base_commit: str, problem: str, modified: dict[str, str], new_paths: list[str]
     ) -> list[tuple[str, str, str, int]]:
         """(path, blob sha, reason, tokens) of unmodified files, most relevant first."""
-        pool = self._pool(base_commit, {_split(p)[1] for p in [*modified, *new_paths]}, modified)
+        shas: dict[str, str] = {}
+        pool = self._pool(base_commit, {_split(p)[1] for p in [*modified, *new_paths]}, modified, shas)
         facts = self._facts_of(pool)
         index = ModuleIndex([*facts, *modified, *new_paths])
         targets = set(modified) | set(new_paths)
         imports: set[str] = set()
         for path, text in modified.items():
             if path.endswith(".py"):
-                imports |= index.resolve(_imports(path, text))
+                # The base version's facts are usually indexed already (`prefetch` pools modified files
+                # too): same path, same blob, so the same imports as scanning `text`.
+                known = self._facts.get((path, shas.get(path, "")))
+                imports |= index.resolve(known.imports if known is not None else _imports(path, text))
         names_of_targets = {n for p in targets for n in module_names(p) if p in index.resolve([n])}
         imported_by = {p for p, f in facts.items() if f.imports & names_of_targets}
         dirs = {_split(p)[0] for p in targets}
@@ -212,6 +335,30 @@ class ContextBuilder:
         result.messages = messages
         result.prompt_tokens = tokens
         return result
+
+
+def check_fits(
+    config: ContextConfig, count: TokenCounter, instance: str, problem: str, modified: dict[str, str]
+) -> None:
+    """Raises `Dropped("context_too_large")`, with the same detail, exactly when `ContextBuilder.build`
+    would for these modified files: before any context is chosen, so that rows dropped later (near
+    duplicates) never get context built.
+
+    `build` raises when the modified files' estimate exceeds the budget, or when the prompt is still too
+    long once every extra file is dropped, that is when the prompt of the modified files alone, in
+    their shuffled order, is too long. Both depend on the modified files only."""
+    overhead = count(SYSTEM_PROMPT) + count(render_repair_prompt(problem, []))
+    used = sum(count(text) + _FILE_OVERHEAD for text in modified.values())
+    if used > config.max_prompt_tokens - overhead:
+        raise Dropped("context_too_large", f"{used + overhead} tokens")
+    shown = list(modified.items())
+    random.Random(f"{config.seed}:{instance}").shuffle(shown)
+    messages = build_messages(problem, shown)
+    tokens = count(messages[0]["content"]) + count_composed(
+        count, messages[1]["content"], [text for _, text in shown]
+    )
+    if tokens > config.max_prompt_tokens:
+        raise Dropped("context_too_large", f"{tokens} tokens")
 
 
 @lru_cache(maxsize=65_536)

@@ -17,9 +17,12 @@ fits in a fixed amount of memory.
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 import struct
 from pathlib import Path
+
+import numpy as np
 
 from data_pipeline.spill import SpillMap
 
@@ -57,9 +60,31 @@ def _hash64(text: str) -> int:
     )[0]
 
 
+_A = np.array([a for a, _ in _PARAMS], dtype=np.uint64)[:, None]
+_A0, _A1 = _A & np.uint64(0xFFFFFFFF), _A >> np.uint64(32)
+_B = np.array([b for _, b in _PARAMS], dtype=np.uint64)[:, None]
+_P = np.uint64(_PRIME)
+
+
+def _mod_prime(x: np.ndarray) -> np.ndarray:
+    """x mod 2^61 - 1 for x < 2^64 - 2^61: 2^61 is 1 modulo the prime, so fold the top bits in."""
+    x = (x & _P) + (x >> np.uint64(61))
+    return np.where(x >= _P, x - _P, x)
+
+
 def minhash(lines: set[str]) -> list[int]:
-    hashes = [_hash64(line) for line in lines]
-    return [min((a * h + b) % _PRIME for h in hashes) for a, b in _PARAMS]
+    """`[min((a * h + b) % _PRIME for h in hashes) for a, b in _PARAMS]`, computed exactly in 64-bit
+    integers for all permutations and lines at once: with the Mersenne prime p = 2^61 - 1, 2^61 = 1 and
+    2^64 = 8 (mod p), so a 122-bit product splits into 32-bit halves whose pieces all fit in 64 bits."""
+    hashes = np.array([_hash64(line) for line in lines], dtype=np.uint64)[None, :]
+    x = _mod_prime(hashes)  # a * h = a * (h mod p) (mod p)
+    x0, x1 = x & np.uint64(0xFFFFFFFF), x >> np.uint64(32)
+    high = (_A1 * x1) << np.uint64(3)  # a1 x1 2^64 = 8 a1 x1 < 2^61
+    mid = _A1 * x0 + _A0 * x1  # < 2^62; mid 2^32 = (mid >> 29) 2^61 + (mid & (2^29 - 1)) 2^32
+    mid = (mid >> np.uint64(29)) + ((mid & np.uint64((1 << 29) - 1)) << np.uint64(32))
+    low = _mod_prime(_A0 * x0)  # < 2^64 before the fold
+    total = _mod_prime(high + mid + low + _B)  # < 2^63 + 2^61
+    return total.min(axis=1).tolist()
 
 
 def _concat(old: list[str], new: list[str]) -> list[str]:
@@ -94,14 +119,18 @@ class Deduplicator:
         signature = minhash(unique) if len(unique) >= MIN_LINES_FOR_NEAR and self.threshold < 1 else None
         keys = []
         if signature is not None:
+            compared: set[str] = set()  # a row met again in a later band compares the same way again
             for band in range(BANDS):
                 chunk = signature[band * ROWS_PER_BAND : (band + 1) * ROWS_PER_BAND]
                 packed = struct.pack(f"<{ROWS_PER_BAND}Q", *(v & _MASK for v in chunk))
                 key = f"{band}:{hashlib.blake2b(packed, digest_size=8).hexdigest()}"
                 keys.append(key)
                 for other_exact in self._bands.get(key) or []:
+                    if other_exact in compared:
+                        continue
+                    compared.add(other_exact)
                     other = self._signatures.get(other_exact)
-                    same = sum(x == y for x, y in zip(signature, other, strict=True)) / NUM_PERM
+                    same = sum(map(operator.eq, signature, other)) / NUM_PERM
                     if same >= self.threshold:
                         return f"near duplicate (~{same:.2f} Jaccard) of an earlier row"
         self._exact.put(exact, 1)

@@ -44,15 +44,22 @@ def patch_fingerprint(patch: str) -> str:
     return hashlib.sha256("\n".join(changed).encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def check_expressible(extracted: Extracted) -> None:
+    """Raises `Dropped("not_expressible")` when no exact answer exists in the format.
+
+    The answer edits only the modified files, and `canonical_answer` reads only their base contents, so
+    this check on the base contents gives what it gives on the full shown context: it runs before the
+    context is built."""
+    try:
+        canonical_answer(extracted.base, extracted.new)
+    except ValueError as err:
+        raise Dropped("not_expressible", str(err)[:200]) from None
+
+
 def build_row(
     candidate: Candidate, extracted: Extracted, context: ContextResult, count: TokenCounter
 ) -> dict[str, Any]:
-    """The output row. Raises `Dropped("not_expressible")` when no exact answer exists in the format."""
-    code_context = dict(context.files)
-    try:
-        canonical_answer(code_context, extracted.new)
-    except ValueError as err:
-        raise Dropped("not_expressible", str(err)[:200]) from None
+    """The output row, for a PR that passed `check_expressible`."""
     problem_tokens = count(candidate.problem_statement)
     context_tokens = sum(count(text) for _, text in context.files)
     return {

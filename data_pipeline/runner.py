@@ -1,13 +1,17 @@
-"""A mining run: collect -> build (per shard, in parallel) -> dedup, resumable at every shard.
+"""A mining run: collect -> prepare (per shard, in parallel) -> dedup -> render (per shard, in parallel),
+resumable at every shard.
 
 Layout of the output directory:
 
     manifest.json              config, source identity, resolved state, finished shards and counts
     collect/shard-NNNNN.parquet  candidates (stage 1); collect/drops-NNNNN.parquet
-    build/shard-NNNNN.parquet    rows after filter, extract, context, render; build/drops-NNNNN.parquet
+    build/shard-NNNNN.parquet    prepared rows: after filter, decontamination, extraction and the checks
+                                 that need no context (prompt fit, expressibility); build/drops-NNNNN.parquet
     dedup/drops-NNNNN.parquet    near duplicates removed from each build shard
-    data/shard-NNNNN.parquet     final rows (only shards that kept at least one row)
+    data/shard-NNNNN.parquet     final rows: context and prompt of each kept row (only shards that kept
+                                 at least one row)
 
+Dedup runs before context is chosen, so rows it drops never get context built or a prompt rendered.
 `data/` is the training set: `datasets.load_dataset("parquet", data_dir=OUT / "data")`.
 A killed run started again with the same arguments skips every shard the manifest lists and redoes the
 rest; because shards are deterministic and dedup replays finished shards in order, the final rows are
@@ -24,20 +28,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from data_pipeline.build import BuildTask, build_shard
+from data_pipeline.build import BuildTask, RenderTask, prepare_shard, render_shard
 from data_pipeline.config import MineConfig
 from data_pipeline.dedup import Deduplicator
 from data_pipeline.engines import run_ordered
 from data_pipeline.schema import CANDIDATE_SCHEMA, DROP_SCHEMA, Candidate, drop
-from data_pipeline.shards import Manifest, copy_file, shard_intact, shard_name, write_arrow, write_table
+from data_pipeline.shards import Manifest, shard_intact, shard_name, write_table
 from data_pipeline.sources.base import Source
 from data_pipeline.spill import SpillMap
 
-# Test hook: seconds to sleep after each finished build shard, so a test can kill a run mid-way.
+# Test hook: seconds to sleep after each finished build and render shard, so a test can kill a run mid-way.
 _PAUSE_ENV = "SWERL_DATA_PAUSE_AFTER_SHARD"
 
 
@@ -62,6 +65,9 @@ class RunSummary:
 # to sqlite under OUT/scratch (a quarter as many rows for the near-duplicate index, ~3 KB per row): tens
 # of MB for the seen ids, ~150 MB for the index, whatever the length of the history.
 SPILL_LIMIT = 200_000
+
+
+_STAGES = ("collect", "build", "dedup", "render")
 
 
 def _scratch(manifest: Manifest) -> Path:
@@ -150,7 +156,8 @@ def build(
     progress: bool,
     engine: str = "local",
 ) -> None:
-    """Stages 2-5 over every collect shard not yet built, on `engine` (see `engines`)."""
+    """Filter, decontaminate, extract and check every collect shard not yet built, on `engine` (see
+    `engines`)."""
     shards = sorted(manifest.stage("collect")["shards"])
     todo = [name for name in shards if name not in manifest.stage("build")["shards"]]
     git_dirs: dict[str, str] = {}
@@ -185,7 +192,7 @@ def build(
             time.sleep(pause)
 
     # In order, so the manifest never lists a shard before the ones before it are recorded.
-    results = run_ordered(build_shard, [task for _, task in tasks], engine, workers)
+    results = run_ordered(prepare_shard, [task for _, task in tasks], engine, workers)
     for (index, _), info in zip(tasks, results, strict=True):
         record(index, info)
     bar.close()
@@ -193,51 +200,83 @@ def build(
 
 
 def dedup(manifest: Manifest, config: MineConfig, progress: bool) -> None:
-    """Near-duplicate removal in shard order. Finished shards are replayed to rebuild the index."""
+    """Near-duplicate removal over the prepared rows, in shard order. Finished shards are replayed (the
+    same checks in the same order) to rebuild the index; only the three columns the check needs are
+    read."""
     deduper = Deduplicator(config.dedup_threshold, _scratch(manifest), SPILL_LIMIT // 4)
     shards = sorted(manifest.stage("build")["shards"])
     for name in tqdm(shards, desc="dedup", unit=" shards", disable=not progress):
         index = int(name.removeprefix("shard-").removesuffix(".parquet"))
-        final = manifest.out / "data" / name
+        checked = pq.read_table(
+            manifest.out / "build" / name, columns=["instance_id", "repo", "oracle_patch"]
+        ).to_pylist()
         if manifest.shard_done("dedup", index):
-            if manifest.stage("dedup")["shards"][name]["rows"]:
-                for row in pq.read_table(final, columns=["repo", "oracle_patch"]).to_pylist():
-                    deduper.check(row["repo"], row["oracle_patch"])
+            for row in checked:
+                deduper.check(row["repo"], row["oracle_patch"])
             continue
-        # Only the columns the check needs are read; kept rows are copied as Arrow data (or as the whole
-        # file when nothing is dropped), never converted to Python objects.
-        source = manifest.out / "build" / name
-        checked = pq.read_table(source, columns=["instance_id", "repo", "oracle_patch"]).to_pylist()
-        keep, drops = [], []
+        drops = []
         for row in checked:
             why = deduper.check(row["repo"], row["oracle_patch"])
-            keep.append(why is None)
             if why is not None:
                 drops.append(drop(row["instance_id"], row["repo"], "dedup", "near_duplicate", why))
-        kept = sum(keep)
-        # `data/` holds only non-empty row shards: readers such as `datasets` reject 0-row files.
-        if kept == len(keep) and kept:
-            copy_file(source, final)
-        elif kept:
-            write_arrow(final, pq.read_table(source).filter(pa.array(keep)))
-        else:
-            final.unlink(missing_ok=True)
         write_table(manifest.out / "dedup" / _drops_name(index), drops, DROP_SCHEMA)
         manifest.record_shard(
-            "dedup", index, {"rows": kept, "drops": dict(Counter(d["reason"] for d in drops))}
+            "dedup",
+            index,
+            {"rows": len(checked) - len(drops), "drops": dict(Counter(d["reason"] for d in drops))},
         )
     deduper.close()
     manifest.finish("dedup")
 
 
+def render(
+    source: Source, manifest: Manifest, config: MineConfig, workers: int, progress: bool, engine: str
+) -> None:
+    """Context and prompt of the rows dedup kept, per shard, on `engine`: writes `data/`."""
+    shards = sorted(manifest.stage("dedup")["shards"])
+    todo = [name for name in shards if name not in manifest.stage("render")["shards"]]
+    git_dirs: dict[str, str] = {}
+    tasks = []
+    for name in todo:
+        index = int(name.removeprefix("shard-").removesuffix(".parquet"))
+        repos = manifest.stage("collect")["shards"][name]["repos"]
+        for repo in repos:
+            if repo not in git_dirs:
+                git_dirs[repo] = str(source.git_dir(repo))
+        task = RenderTask(
+            prepared=manifest.out / "build" / name,
+            dropped=manifest.out / "dedup" / _drops_name(index),
+            rows=manifest.out / "data" / name,
+            git_dirs={repo: git_dirs[repo] for repo in repos},
+            config=config,
+        )
+        tasks.append((index, task))
+    pause = float(os.environ.get(_PAUSE_ENV, "0") or 0)
+    bar = tqdm(
+        total=len(shards),
+        initial=len(shards) - len(todo),
+        desc="render",
+        unit=" shards",
+        disable=not progress,
+    )
+    for (index, _), info in zip(
+        tasks, run_ordered(render_shard, [task for _, task in tasks], engine, workers), strict=True
+    ):
+        manifest.record_shard("render", index, info)
+        bar.update(1)
+        if pause:
+            time.sleep(pause)
+    bar.close()
+    manifest.finish("render")
+
+
 def _shard_files(manifest: Manifest, stage: str, name: str, info: dict[str, Any]) -> list[tuple[Path, int]]:
     """The files a finished shard of `stage` left, with the rows each must hold."""
-    drops = manifest.out / {"dedup": "dedup"}.get(stage, stage) / name.replace("shard-", "drops-")
-    files = [(drops, sum(info.get("drops", {}).values()))]
+    if stage == "render":
+        return [(manifest.out / "data" / name, info["rows"])] if info["rows"] else []
+    files = [(manifest.out / stage / name.replace("shard-", "drops-"), sum(info.get("drops", {}).values()))]
     if stage in ("collect", "build"):
         files.append((manifest.out / stage / name, info["rows"]))
-    elif info["rows"]:
-        files.append((manifest.out / "data" / name, info["rows"]))
     return files
 
 
@@ -247,7 +286,7 @@ def check_finished(manifest: Manifest) -> list[str]:
     Stages are pure functions of their inputs, so a shard produced again is the same shard. Dedup replays
     finished shards in order, so redoing one shard's dedup leaves the others' results valid."""
     damaged = []
-    for stage in ("collect", "build", "dedup"):
+    for stage in _STAGES:
         for name, info in list(manifest.stage(stage)["shards"].items()):
             if not all(shard_intact(path, rows) for path, rows in _shard_files(manifest, stage, name, info)):
                 manifest.forget_shard(stage, name)
@@ -263,7 +302,7 @@ def summarize(manifest: Manifest) -> RunSummary:
         for info in manifest.stage(stage)["shards"].values():
             summary.drops.update(info.get("drops", {}))
     summary.candidates = sum(i["rows"] for i in manifest.stage("collect")["shards"].values())
-    summary.rows = sum(i["rows"] for i in manifest.stage("dedup")["shards"].values())
+    summary.rows = sum(i["rows"] for i in manifest.stage("render")["shards"].values())
     return summary
 
 
@@ -288,6 +327,7 @@ def mine(
         ("collect", lambda: collect(source, manifest, config, progress)),
         ("build", lambda: build(source, manifest, config, workers, progress, engine)),
         ("dedup", lambda: dedup(manifest, config, progress)),
+        ("render", lambda: render(source, manifest, config, workers, progress, engine)),
     ):
         if on_stage:
             on_stage(name)

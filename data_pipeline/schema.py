@@ -8,7 +8,7 @@ and one that keeps the shuffled file order that a Parquet map would not promise.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -39,6 +39,22 @@ DROP_SCHEMA = pa.schema(
         ("stage", pa.string()),
         ("reason", pa.string()),
         ("detail", pa.string()),
+    ]
+)
+
+# A candidate that passed filter, decontamination and extraction and whose oracle fits a prompt and is
+# expressible (stage 2-3 output, `build/`): what dedup compares and what context and rendering need.
+PREPARED_SCHEMA = pa.schema(
+    [
+        *CANDIDATE_SCHEMA,
+        ("base_commit", pa.string()),
+        ("base", FILES),
+        ("new", FILES),
+        ("oracle_patch", pa.string()),
+        ("test_patch", pa.string()),
+        ("changed_test_files", pa.list_(pa.string())),
+        ("excluded_files", pa.list_(pa.string())),
+        ("lines_changed", pa.int64()),
     ]
 )
 
@@ -89,7 +105,21 @@ class Candidate:
     author: str = ""
 
     def record(self) -> dict[str, Any]:
-        return asdict(self)
+        """`dataclasses.asdict(self)`, without its recursive deep copy (the only container is a list of
+        ints)."""
+        return {
+            "instance_id": self.instance_id,
+            "source": self.source,
+            "repo": self.repo,
+            "pull_number": self.pull_number,
+            "merge_commit": self.merge_commit,
+            "problem_statement": self.problem_statement,
+            "problem_source": self.problem_source,
+            "issue_numbers": list(self.issue_numbers),
+            "created_at": self.created_at,
+            "merged": self.merged,
+            "author": self.author,
+        }
 
 
 def instance_id(repo: str, pull_number: int) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -28,7 +27,10 @@ import pyarrow.parquet as pq
 
 MANIFEST = "manifest.json"
 _DICTIONARY_COLUMNS = frozenset({"source", "repo", "problem_source", "stage", "reason", "author"})
-VERSION = 1
+# 2: build/ holds prepared rows (dedup runs before context), a `render` stage writes data/.
+VERSION = 2
+# Seconds between manifest writes while shards are recorded (see `Manifest.record_shard`).
+_RECORD_EVERY = 0.2
 
 
 def shard_name(index: int) -> str:
@@ -70,18 +72,6 @@ def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema
     return write_arrow(path, pa.Table.from_pylist(list(rows), schema=schema))
 
 
-def copy_file(src: Path, dest: Path) -> None:
-    """Give a finished shard a second name atomically: a hard link where the file system allows (shards
-    are never modified in place, only replaced), else a copy. Same bytes, nothing decoded."""
-    tmp = _tmp_for(dest)
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
-    os.replace(tmp, dest)
-
-
 def read_rows(path: Path) -> list[dict[str, Any]]:
     return pq.read_table(path).to_pylist()
 
@@ -93,6 +83,7 @@ class Manifest:
         self.out = out
         self.data = data
         self._synced = 0.0
+        self._saved = 0.0
 
     @classmethod
     def open(cls, out: Path, config: Mapping[str, Any]) -> Manifest:
@@ -105,6 +96,11 @@ class Manifest:
                 raise ValueError(
                     f"{path} is damaged (a machine crash while it was written?); delete {out} to start over"
                 ) from None
+            if data.get("version") != VERSION:
+                raise ValueError(
+                    f"{out} holds a run of another version of the pipeline (layout {data.get('version')}, "
+                    f"this is {VERSION}); use a new output directory or delete this one"
+                )
             if data.get("config") != json.loads(json.dumps(dict(config))):
                 raise ValueError(
                     f"{out} holds a run with a different configuration; use a new output directory "
@@ -122,6 +118,7 @@ class Manifest:
         tmp = path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
         # No indent: json's C encoder only runs without one, and the manifest is rewritten per shard.
         tmp.write_text(json.dumps(self.data, sort_keys=True, separators=(",", ":")), encoding="utf-8")
+        self._saved = time.monotonic()
         if durable or time.monotonic() - self._synced > 1.0:
             _fsync_replace(tmp, path)
             self._synced = time.monotonic()
@@ -135,8 +132,12 @@ class Manifest:
         return shard_name(index) in self.stage(stage)["shards"]
 
     def record_shard(self, stage: str, index: int, info: Mapping[str, Any]) -> None:
+        """Record a finished shard. The manifest is written at most every `_RECORD_EVERY` seconds here
+        (and always when a stage finishes): a shard a kill leaves unrecorded is simply produced again,
+        identical, so writing the manifest after every shard would only cost time."""
         self.stage(stage)["shards"][shard_name(index)] = dict(info)
-        self.save()
+        if time.monotonic() - self._saved >= _RECORD_EVERY:
+            self.save()
 
     def finish(self, stage: str, **info: Any) -> None:
         self.stage(stage).update(info, done=True)

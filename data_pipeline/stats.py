@@ -63,7 +63,7 @@ def funnel(out: Path) -> Funnel:
     result.commits_scanned = stages.get("collect", {}).get("commits_scanned")
     result.candidates = sum(info["rows"] for info in stages.get("collect", {}).get("shards", {}).values())
     result.rows = sum(info["rows"] for info in stages.get("dedup", {}).get("shards", {}).values())
-    result.complete = bool(stages.get("dedup", {}).get("done"))
+    result.complete = bool(stages.get("render", {}).get("done"))
     for stage, folder in (("collect", "collect"), ("build", "build"), ("dedup", "dedup")):
         for name in stages.get(stage, {}).get("shards", {}):
             drops = out / folder / name.replace("shard-", "drops-")

@@ -49,12 +49,21 @@ def _ascii_estimate(text: str) -> int:
     return int(lengths[single].sum() + ((lengths[~single] + _RUN - 1) // _RUN).sum())
 
 
+# Below this many characters the regular expression is faster than numpy's fixed cost per call.
+_NUMPY_FROM = 400
+
+
 def _estimate(text: str) -> int:
     if not text:
         return 0
-    if text.isascii():
+    if len(text) >= _NUMPY_FROM and text.isascii():
         return _ascii_estimate(text)
     return len(_PIECES.findall(text))
+
+
+def estimate_uncached(text: str) -> int:
+    """`estimate_tokens` without the cache, for one-off texts (such as a diff's changed lines)."""
+    return _estimate(text)
 
 
 @lru_cache(maxsize=8192)

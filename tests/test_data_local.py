@@ -165,7 +165,9 @@ def test_changed_options_are_refused_in_an_existing_output(mined):
         mine(mined["out"], source, MineConfig(shard_size=5), workers=1, progress=False)
 
 
-def test_kill_9_then_resume_gives_identical_rows(mined, tmp_path):
+@pytest.mark.parametrize("stage", ["build", "render"])
+def test_kill_9_then_resume_gives_identical_rows(mined, tmp_path, stage):
+    """Killed while shards are prepared (before dedup) or rendered (after it)."""
     out = tmp_path / "out"
     cmd = [
         sys.executable,
@@ -195,7 +197,7 @@ def test_kill_9_then_resume_gives_identical_rows(mined, tmp_path):
     while time.monotonic() < deadline:
         if manifest.exists():
             try:
-                built = json.loads(manifest.read_text())["stages"].get("build", {}).get("shards", {})
+                built = json.loads(manifest.read_text())["stages"].get(stage, {}).get("shards", {})
             except json.JSONDecodeError:
                 built = {}
             if len(built) >= 2:
@@ -204,7 +206,7 @@ def test_kill_9_then_resume_gives_identical_rows(mined, tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     state = json.loads(manifest.read_text())
-    assert not state["stages"].get("dedup", {}).get("done"), "the run finished before it was killed"
+    assert not state["stages"].get("render", {}).get("done"), "the run finished before it was killed"
     resumed = subprocess.run([c for c in cmd], capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     rows = read_dir(out / "data")
@@ -229,3 +231,14 @@ def test_shards_lost_in_a_crash_are_rebuilt(mined, tmp_path):
     summary = mine(out, source, CONFIG, workers=1, progress=False)
     assert read_dir(out / "data") == read_dir(mined["out"] / "data")
     assert summary.rows == mined["summary"].rows
+
+
+def test_an_output_of_another_pipeline_version_is_refused(mined, tmp_path):
+    """Version 1 wrote context rows to build/; resuming one with this layout would mix the two."""
+    out = tmp_path / "out"
+    out.mkdir()
+    state = json.loads((mined["out"] / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps({**state, "version": 1}))
+    source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
+    with pytest.raises(ValueError, match="another version"):
+        mine(out, source, CONFIG, workers=1, progress=False)
