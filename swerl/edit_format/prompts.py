@@ -40,6 +40,8 @@ Rules:
 
 def _fence_for(content: str) -> str:
     """A backtick fence longer than any run of backticks in `content`, so the content cannot close it."""
+    if "```" not in content:  # the common case, without scanning every backtick run
+        return "```"
     longest = max((len(run) for run in re.findall(r"`+", content)), default=0)
     return "`" * max(3, longest + 1)
 
