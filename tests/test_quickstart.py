@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from swerl.cli.quickstart import build_repo, mine_rows
+from swerl.reward.batch import coerce_contents
 
 
 def test_generated_repo_is_mined_into_rows(tmp_path: Path) -> None:
@@ -18,6 +19,15 @@ def test_generated_repo_is_mined_into_rows(tmp_path: Path) -> None:
     for row in rows:
         assert len(row["code_context"]) == 1  # no extra context files: short prompts
         assert "This line of" in row["problem_statement"]
+        # The issue quotes the old line and the fixed one exactly, indentation included: copyable.
+        old = coerce_contents(row["code_context"], "code_context")
+        new = coerce_contents(row["oracle_new_content"], "oracle_new_content")
+        (path,) = new
+        before, after = old[path].splitlines(), new[path].splitlines()
+        changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+        assert len(changed) == 1
+        assert f"\n{changed[0][0]}\n" in row["problem_statement"]
+        assert row["problem_statement"].endswith(f"\n{changed[0][1]}")
 
 
 def test_quickstart_small_end_to_end(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@
 5. GRPO   — steps with the SWE-RL similarity reward.
 6. report — held-out mean reward and malformed rate before and after GRPO; plots; where everything is.
 
-`--minutes` is the budget of the whole run on a 2-core CPU: SFT gets about half, GRPO what is left after
-the before/after evaluations; `--size small` is a smaller and faster variant for tests.
+`--minutes` is the budget of the whole run on a 2-core CPU: SFT gets up to two thirds, GRPO what is
+left after the before/after evaluations; `--size small` is a smaller and faster variant for tests.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _NUMBER = re.compile(r"\b\d+\b")
 # Sizes: (files, lines per file, commits, model hidden/intermediate/layers/heads, vocab, G, prompts/step).
 SIZES: dict[str, dict[str, int]] = {
     "default": {
-        "files": 400,
+        "files": 80,
         "lines": 6,
         "commits": 2000,
         "hidden": 128,
@@ -63,7 +63,7 @@ SIZES: dict[str, dict[str, int]] = {
         "generations": 8,
         "prompts": 4,
         "max_new_tokens": 96,
-        "sft_chunk": 25,
+        "sft_chunk": 40,
     },
     "small": {
         "files": 12,
@@ -187,9 +187,11 @@ def build_repo(repo: Path, files: int, lines: int, commits: int, seed: int) -> i
             continue
         seen.add((line, body[i]))
         current[path] = "".join(body)
+        # The issue quotes the old line and the fixed one exactly (indentation too): a correct answer
+        # copies them into SEARCH and REPLACE, which a tiny model learns within minutes.
         message = (
-            f"Fix {Path(path).stem} (#{number})\n\nThis line of {path} is wrong:\n    {line.strip()}\n"
-            f"Use `{new.strip()}` instead of `{old.strip()}`."
+            f"Fix {Path(path).stem} (#{number})\n\nThis line of {path} is wrong:\n{line.rstrip()}\n"
+            f"Use `{new.strip()}` instead of `{old.strip()}`:\n{body[i].rstrip()}"
         )
         planned.append((message, {path: current[path]}))
     repo.mkdir(parents=True, exist_ok=True)
@@ -329,14 +331,14 @@ def _run(args: argparse.Namespace) -> int:
         progress=False,
         context_lines=0,  # the shortest canonical answers: SEARCH is the quoted line when it is unique
     )
-    sft_deadline = time.perf_counter() + 0.5 * left()
+    sft_deadline = time.perf_counter() + 0.65 * left()
     chunk = size["sft_chunk"]
     while True:
         sft.config.max_steps = sft.step + chunk
         history = sft.train()
         report_sft = sft.evaluate()
         say(f"SFT step {sft.step}: loss {history[-1]['loss']:.3f}; held-out {report_sft.summary()}")
-        if report_sft.malformed_rate <= 0.2 or time.perf_counter() >= sft_deadline:
+        if report_sft.malformed_rate <= 0.25 or time.perf_counter() >= sft_deadline:
             break
     sft_dir = out / "sft" / "final"
 
@@ -344,7 +346,7 @@ def _run(args: argparse.Namespace) -> int:
     grpo_config = GRPOConfig(
         model_name_or_path=str(sft_dir),
         output_dir=str(out / "grpo"),
-        max_steps=args.grpo_steps or 1000,
+        max_steps=1,
         num_generations=size["generations"],
         prompts_per_step=size["prompts"],
         max_completion_length=max_new,
@@ -361,14 +363,15 @@ def _run(args: argparse.Namespace) -> int:
     )
     before = grpo.evaluate()
     say(f"before GRPO: {before.summary()} ({before.seconds:.1f} s)")
-    if args.grpo_steps is None:
-        # Time one step, then fit the rest of the budget (keeping an evaluation and the plots).
-        grpo.config.max_steps = 1
-        first = grpo.train()[0]["step_time"]
-        reserve = before.seconds + 15.0
-        grpo.config.max_steps = max(2, 1 + int((left() - reserve) / (1.15 * first)))
-        say(f"GRPO: {first:.1f} s/step, {grpo.config.max_steps} steps")
-    grpo.train()
+    # Steps until a wall-clock deadline that keeps time for the last evaluation and the plots (or a
+    # fixed count with --grpo-steps): one step per `train()` call, the deadline checked between them.
+    grpo_deadline = time.perf_counter() + left() - (1.5 * before.seconds + 10.0)
+    target = args.grpo_steps if args.grpo_steps is not None else 100_000
+    while grpo.step < target and (args.grpo_steps is not None or time.perf_counter() < grpo_deadline):
+        grpo.config.max_steps = grpo.step + 1
+        row = grpo.train()[-1]
+        if grpo.step == 1 or grpo.step % 10 == 0:
+            say(f"GRPO step {grpo.step}: {row['step_time']:.1f} s, reward {row['reward']:.3f}")
     after = grpo.evaluate()
     steps = grpo.step
     say(f"after {steps} GRPO steps: {after.summary()}")
