@@ -8,12 +8,11 @@ The package is stdlib-only and tested with pytest, so the local backend's fast p
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 from agentless.instances import Instance, instance_to_row
 from swerl.edit_format import build_git_patch
+from swerl.synth_repo import git
 
 DEMO_REPO = "demo-org/calc"
 
@@ -143,22 +142,6 @@ mean divides by len(values) - 1; the arithmetic mean divides by len(values).
 """A correct answer in the SWE-RL format (what a scripted engine returns in tests and the docs)."""
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(repo),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "demo",
-        "GIT_AUTHOR_EMAIL": "demo@example.invalid",
-        "GIT_COMMITTER_NAME": "demo",
-        "GIT_COMMITTER_EMAIL": "demo@example.invalid",
-        "GIT_AUTHOR_DATE": "2025-01-01T00:00:00Z",
-        "GIT_COMMITTER_DATE": "2025-01-01T00:00:00Z",
-    }
-    done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, check=True)
-    return done.stdout.decode().strip()
-
-
 def build_demo(root: str | Path) -> tuple[Instance, Path]:
     """Create `root/clones/demo-org__calc` (a git repo at the buggy commit) and `root/instances.jsonl`.
 
@@ -168,13 +151,13 @@ def build_demo(root: str | Path) -> tuple[Instance, Path]:
     clones = root / "clones"
     repo = clones / DEMO_REPO.replace("/", "__")
     repo.mkdir(parents=True, exist_ok=True)
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     for path, text in _FILES.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text, encoding="utf-8")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "calc: mean, median and formatting")
-    base = _git(repo, "rev-parse", "HEAD")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "calc: mean, median and formatting")
+    base = git(repo, "rev-parse", "HEAD").strip()
     instance = Instance(
         instance_id="demo-org__calc-1",
         repo=DEMO_REPO,
