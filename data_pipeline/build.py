@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from data_pipeline.config import MineConfig
 from data_pipeline.context import ContextBuilder, check_fits
 from data_pipeline.decontam import Decontaminator
+from data_pipeline.dedup import Fingerprint, fingerprint
 from data_pipeline.extract import Dropped, Extracted, extract
 from data_pipeline.filters import candidate_drop_reason
 from data_pipeline.gitstore import ObjectReader
@@ -127,8 +128,27 @@ def _from_prepared(record: dict[str, Any]) -> tuple[Candidate, Extracted]:
     return candidate, extracted
 
 
-def prepare_shard(task: BuildTask) -> dict[str, Any]:
-    """Filter, decontaminate, extract and check one shard; returns {"rows": n, "drops": {reason: n}}."""
+@dataclass(frozen=True)
+class Prepared:
+    """What `prepare_shard` hands back: the manifest's record of the shard, and (instance id, repo,
+    dedup fingerprint) of each prepared row in shard order, for the driver's sequential dedup pass."""
+
+    info: dict[str, Any]
+    fingerprints: list[tuple[str, str, Fingerprint]]
+
+
+def shard_fingerprints(path: Path, threshold: float) -> list[tuple[str, str, Fingerprint]]:
+    """`Prepared.fingerprints` of a build shard written by an earlier run (replayed on resume); only the
+    three columns they depend on are read."""
+    rows = pq.read_table(path, columns=["instance_id", "repo", "oracle_patch"]).to_pylist()
+    return [
+        (row["instance_id"], row["repo"], fingerprint(row["repo"], row["oracle_patch"], threshold))
+        for row in rows
+    ]
+
+
+def prepare_shard(task: BuildTask) -> Prepared:
+    """Filter, decontaminate, extract and check one shard."""
     config = task.config
     count = token_counter(config.tokenizer)
     decon = Decontaminator.build(
@@ -176,7 +196,14 @@ def prepare_shard(task: BuildTask) -> dict[str, Any]:
     drops.sort(key=lambda item: item[0])
     write_table(task.rows, rows, PREPARED_SCHEMA)
     write_table(task.drops, [d for _, d in drops], DROP_SCHEMA)
-    return {"rows": len(rows), "drops": dict(Counter(d["reason"] for _, d in drops))}
+    threshold = config.dedup_threshold
+    return Prepared(
+        {"rows": len(rows), "drops": dict(Counter(d["reason"] for _, d in drops))},
+        [
+            (row["instance_id"], row["repo"], fingerprint(row["repo"], row["oracle_patch"], threshold))
+            for row in rows
+        ],
+    )
 
 
 def render_shard(task: RenderTask) -> dict[str, Any]:

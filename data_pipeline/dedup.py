@@ -20,6 +20,7 @@ import hashlib
 import operator
 import re
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -110,21 +111,16 @@ class Deduplicator:
 
     def check(self, repo: str, patch: str) -> str | None:
         """None to keep (and remember) the row; else why it is a duplicate."""
-        lines = changed_lines(patch)
-        scope = "" if len(lines) >= MIN_LINES_GLOBAL else repo.lower()
-        exact = hashlib.sha256("\n".join([scope, *lines]).encode("utf-8", "surrogatepass")).hexdigest()
-        if exact in self._exact:
+        return self.check_fingerprint(fingerprint(repo, patch, self.threshold))
+
+    def check_fingerprint(self, found: Fingerprint) -> str | None:
+        """`check` for a fingerprint computed beforehand (by the worker that prepared the row)."""
+        if found.exact in self._exact:
             return "same changed lines as an earlier row"
-        unique = set(lines)
-        signature = minhash(unique) if len(unique) >= MIN_LINES_FOR_NEAR and self.threshold < 1 else None
-        keys = []
+        signature = found.signature
         if signature is not None:
             compared: set[str] = set()  # a row met again in a later band compares the same way again
-            for band in range(BANDS):
-                chunk = signature[band * ROWS_PER_BAND : (band + 1) * ROWS_PER_BAND]
-                packed = struct.pack(f"<{ROWS_PER_BAND}Q", *(v & _MASK for v in chunk))
-                key = f"{band}:{hashlib.blake2b(packed, digest_size=8).hexdigest()}"
-                keys.append(key)
+            for key in found.keys:
                 for other_exact in self._bands.get(key) or []:
                     if other_exact in compared:
                         continue
@@ -133,9 +129,37 @@ class Deduplicator:
                     same = sum(map(operator.eq, signature, other)) / NUM_PERM
                     if same >= self.threshold:
                         return f"near duplicate (~{same:.2f} Jaccard) of an earlier row"
-        self._exact.put(exact, 1)
+        self._exact.put(found.exact, 1)
         if signature is not None:
-            self._signatures.put(exact, signature)
-            for key in keys:
-                self._bands.put(key, [exact])
+            self._signatures.put(found.exact, signature)
+            for key in found.keys:
+                self._bands.put(key, [found.exact])
         return None
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What `Deduplicator` compares of a row: the exact key, and the MinHash signature with its LSH band
+    keys when the patch is long enough for near-duplicate search."""
+
+    exact: str
+    signature: list[int] | None
+    keys: tuple[str, ...]
+
+
+def fingerprint(repo: str, patch: str, threshold: float) -> Fingerprint:
+    """A row's fingerprint. It depends on the row alone, so the workers that prepare rows compute it in
+    parallel and the sequential dedup pass only looks keys up."""
+    lines = changed_lines(patch)
+    scope = "" if len(lines) >= MIN_LINES_GLOBAL else repo.lower()
+    exact = hashlib.sha256("\n".join([scope, *lines]).encode("utf-8", "surrogatepass")).hexdigest()
+    unique = set(lines)
+    if len(unique) < MIN_LINES_FOR_NEAR or threshold >= 1:
+        return Fingerprint(exact, None, ())
+    signature = minhash(unique)
+    keys = []
+    for band in range(BANDS):
+        chunk = signature[band * ROWS_PER_BAND : (band + 1) * ROWS_PER_BAND]
+        packed = struct.pack(f"<{ROWS_PER_BAND}Q", *(v & _MASK for v in chunk))
+        keys.append(f"{band}:{hashlib.blake2b(packed, digest_size=8).hexdigest()}")
+    return Fingerprint(exact, signature, tuple(keys))

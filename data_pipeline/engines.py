@@ -1,11 +1,13 @@
 """Where the per-shard stage functions run: this machine's cores, or a Ray cluster.
 
-A stage function (`build.build_shard`) is a top-level function of a picklable task holding paths and
-config only, and it is a pure function of its input. So any engine that can call a function on another
-process can run it: the results are the same rows whichever runs them. Results are handed back in task
-order, so the runner records shards in order and a resumed run sees the same manifest.
+A stage function (`build.prepare_shard`, `build.render_shard`) is a top-level function of a picklable
+task holding paths and config only, and it is a pure function of its input. So any engine that can call
+a function on another process can run it: the results are the same rows whichever runs them. Tasks are
+submitted one at a time as the driver produces them (a shard is prepared while later shards are still
+being collected, and rendered as soon as dedup has passed over it), and the driver collects the results
+in shard order, so the manifest lists shards in order and a resumed run sees the same manifest.
 
-- `local` (default): inline for one worker or one task, else a process pool over `workers` processes.
+- `local` (default): inline for one worker, else a process pool over `workers` processes.
 - `ray` (optional extra, `pip install swerl[ray]`): one Ray task per shard. `ray.init()` joins the
   cluster named by `RAY_ADDRESS` when set, else starts a local instance with `workers` CPUs. On a
   cluster, the clone cache and the output directory must be on storage every node sees at the same path.
@@ -14,9 +16,10 @@ order, so the runner records shards in order and a resumed run sees the same man
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -24,28 +27,58 @@ R = TypeVar("R")
 ENGINES = ("local", "ray")
 
 
-def run_ordered(fn: Callable[[T], R], tasks: Sequence[T], engine: str, workers: int) -> Iterator[R]:
-    """`fn(task)` for every task, yielded in task order as each becomes available."""
+class Pending(Protocol[R]):
+    """A submitted task: `done()` never blocks, `result()` waits for it."""
+
+    def done(self) -> bool: ...
+
+    def result(self) -> R: ...
+
+
+Submit = Callable[[Callable[[T], R], T], Pending[R]]
+
+
+@contextmanager
+def open_engine(engine: str, workers: int) -> Iterator[Submit[Any, Any]]:
+    """A `submit(fn, task)` for the engine, valid inside the `with` block (which shuts the engine down)."""
     if engine == "local":
-        yield from _local(fn, tasks, workers)
+        if workers <= 1:
+            yield _inline
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                yield pool.submit
     elif engine == "ray":
-        yield from _ray(fn, tasks, workers)
+        with _ray(workers) as submit:
+            yield submit
     else:
         raise ValueError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
 
 
-def _local(fn: Callable[[T], R], tasks: Sequence[T], workers: int) -> Iterator[R]:
-    if workers <= 1 or len(tasks) <= 1:
-        for task in tasks:
-            yield fn(task)
-        return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(fn, task) for task in tasks]
-        for future in futures:
-            yield future.result()
+def _inline(fn: Callable[[T], R], task: T) -> Pending[R]:
+    """Runs the task at once in this process: one worker gains nothing from another process."""
+    future: Future[R] = Future()
+    future.set_result(fn(task))
+    return future
 
 
-def _ray(fn: Callable[[T], R], tasks: Sequence[T], workers: int) -> Iterator[R]:
+class _RayPending:
+    def __init__(self, ref: Any) -> None:
+        self._ref = ref
+
+    def done(self) -> bool:
+        import ray
+
+        ready, _ = ray.wait([self._ref], timeout=0)
+        return bool(ready)
+
+    def result(self) -> Any:
+        import ray
+
+        return ray.get(self._ref)
+
+
+@contextmanager
+def _ray(workers: int) -> Iterator[Submit[Any, Any]]:
     try:
         import ray
     except ImportError:
@@ -57,12 +90,15 @@ def _ray(fn: Callable[[T], R], tasks: Sequence[T], workers: int) -> Iterator[R]:
         if address is None:
             options["num_cpus"] = max(1, workers)
         ray.init(address=address, **options)
+    remotes: dict[Callable[..., Any], Any] = {}
+
+    def submit(fn: Callable[[T], R], task: T) -> Pending[R]:
+        if fn not in remotes:
+            remotes[fn] = ray.remote(fn)
+        return _RayPending(remotes[fn].remote(task))
+
     try:
-        remote = ray.remote(fn)
-        # Submitted all at once (Ray schedules them over the cluster) and collected in order.
-        refs = [remote.remote(task) for task in tasks]
-        for ref in refs:
-            yield ray.get(ref)
+        yield submit
     finally:
         if started:
             ray.shutdown()

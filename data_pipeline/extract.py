@@ -17,9 +17,10 @@ from pathlib import Path
 from data_pipeline.commits import CommitPatch, FileChange, commit_patches
 from data_pipeline.config import FilterConfig
 from data_pipeline.filters import file_role, looks_generated
-from data_pipeline.gitstore import SUBMODULE_MODE, SYMLINK_MODE, GitError, ObjectReader, missing_commits
+from data_pipeline.gitstore import SUBMODULE_MODE, SYMLINK_MODE, GitError, ObjectReader
 from data_pipeline.schema import Candidate
 from swerl.edit_format import PatchApplyError, apply_patch_to_contents, parse_patch
+from swerl.edit_format.patch import apply_parsed_patch
 
 
 @dataclass
@@ -127,7 +128,10 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
     out.oracle_patch = b"".join(sections).decode("utf-8")
     out.excluded_files = sorted(excluded)
     try:
-        rebuilt = apply_patch_to_contents(out.base, out.oracle_patch)
+        if len(sections) == len(kept):  # the oracle is the text parsed above: check it without a reparse
+            rebuilt = apply_parsed_patch(out.base, parsed)
+        else:
+            rebuilt = apply_patch_to_contents(out.base, out.oracle_patch)
     except PatchApplyError as err:
         raise Dropped("patch_mismatch", str(err)[:200]) from None
     if rebuilt != out.new:
@@ -143,7 +147,7 @@ def extract(
     One `git log` process serves all candidates of the repository; a commit that is not in the clone
     (force-pushed away, deleted, never fetched) is dropped as `commit_missing` before git sees it.
     """
-    missing = missing_commits(git_dir, (c.merge_commit for c in candidates))
+    missing = reader.missing_commits(c.merge_commit for c in candidates)
     present = [c.merge_commit for c in candidates if c.merge_commit not in missing]
     results: dict[str, Extracted | Dropped] = {}
     for commit in commit_patches(git_dir, list(dict.fromkeys(present))):

@@ -12,6 +12,7 @@ PR of that repository and by every later run.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -26,6 +27,8 @@ REGULAR_MODES = frozenset({"100644", "100755"})
 SYMLINK_MODE = "120000"
 SUBMODULE_MODE = "160000"
 NULL_SHA = "0" * 40
+# An entry of a raw tree object: octal mode, space, name, NUL, 20-byte binary sha.
+_TREE_ENTRY = re.compile(rb"([^ ]*) ([^\0]*)\0(.{20})", re.DOTALL)
 
 # Config that turns off every way a repository (or a user's config) could make git run a program or
 # rewrite what we read. System and global config are ignored entirely.
@@ -125,15 +128,22 @@ class ObjectReader:
     cost one round trip, not one each (a round trip is a context switch to git and back, which under
     load costs more than reading the blob). Blobs are cached by sha within a byte budget, because the
     merged version of a file in one PR is the base version of the next PR that touches it; trees are
-    cached by sha (most subtrees are shared between neighbouring commits), so listing the files of
-    commit after commit costs little more than reading the trees that changed.
+    cached by sha (most subtrees are shared between neighbouring commits), and so are complete file
+    listings of a subtree, so listing the files of commit after commit costs little more than reading
+    the trees that changed.
     """
 
     # At most this many shas per write: 41 bytes each stays far below a pipe's buffer, so git can never
     # be blocked writing answers while we are still blocked writing questions.
     _BATCH = 512
 
-    def __init__(self, git_dir: Path, tree_cache_size: int = 4096, blob_cache_bytes: int = 64 << 20) -> None:
+    def __init__(
+        self,
+        git_dir: Path,
+        tree_cache_size: int = 4096,
+        blob_cache_bytes: int = 64 << 20,
+        listing_cache_entries: int = 1 << 18,
+    ) -> None:
         self.git_dir = git_dir
         self.tree_cache_size = tree_cache_size
         self.blob_cache_bytes = blob_cache_bytes
@@ -141,6 +151,9 @@ class ObjectReader:
         self._commit_trees: OrderedDict[str, str] = OrderedDict()
         self._blobs: OrderedDict[str, bytes] = OrderedDict()
         self._blob_bytes = 0
+        self.listing_cache_entries = listing_cache_entries
+        self._listings: OrderedDict[tuple[str, str], list[TreeEntry]] = OrderedDict()
+        self._listed = 0
         self._proc = subprocess.Popen(
             git_argv(git_dir, "cat-file", "--batch"),
             stdin=subprocess.PIPE,
@@ -230,15 +243,19 @@ class ObjectReader:
         return self._request([sha])[0] is not None
 
     def _parse_tree(self, sha: str, data: bytes) -> list[tuple[str, str, str]]:
+        # One regular-expression scan in C finds every `mode SP name NUL sha` entry of the tree.
         entries = []
-        pos = 0
-        while pos < len(data):
-            space = data.index(b" ", pos)
-            nul = data.index(b"\0", space)
-            mode = data[pos:space].decode("ascii").rjust(6, "0")
-            name = data[space + 1 : nul].decode("utf-8", "surrogateescape")
-            entries.append((mode, name, data[nul + 1 : nul + 21].hex()))
-            pos = nul + 21
+        end = 0
+        for match in _TREE_ENTRY.finditer(data):
+            if match.start() != end:
+                break
+            mode, name, raw = match.groups()
+            entries.append(
+                (mode.decode("ascii").rjust(6, "0"), name.decode("utf-8", "surrogateescape"), raw.hex())
+            )
+            end = match.end()
+        if end != len(data):
+            raise GitError(f"tree {sha} is malformed")
         self._trees[sha] = entries
         if len(self._trees) > self.tree_cache_size:
             self._trees.popitem(last=False)
@@ -262,6 +279,18 @@ class ObjectReader:
         if len(self._commit_trees) > self.tree_cache_size:
             self._commit_trees.popitem(last=False)
         return tree
+
+    def missing_commits(self, shas: Iterable[str]) -> set[str]:
+        """The shas that are not commits in the repository (force-pushed away, never fetched, deleted),
+        asked on this reader's pipe: no `git` process of its own per shard. A name git could not read
+        from a line (empty, or with whitespace) names no commit."""
+        wanted = list(dict.fromkeys(shas))
+        askable = [sha for sha in wanted if sha and not any(c in sha for c in " \n\t")]
+        missing = set(wanted) - set(askable)
+        for sha, answer in zip(askable, self._request(askable), strict=True):
+            if answer is None or answer[0] != "commit":
+                missing.add(sha)
+        return missing
 
     def commit_tree(self, commit: str) -> str:
         cached = self._commit_trees.get(commit)
@@ -296,31 +325,39 @@ class ObjectReader:
 
     def list_files(self, commit: str) -> Iterator[TreeEntry]:
         """Every regular file of a commit, depth first in git's order. Symlinks and submodules are skipped."""
-        stack: list[tuple[str, str]] = [("", self.commit_tree(commit))]
-        while stack:
-            prefix, tree = stack.pop()
-            subtrees = []
-            for mode, name, sha in self._tree(tree):
-                path = prefix + name
-                if mode == "040000":
-                    subtrees.append((path + "/", sha))
-                elif mode in REGULAR_MODES:
-                    yield TreeEntry(path, mode, sha)
-            stack.extend(reversed(subtrees))
+        return self._files(self.commit_tree(commit), "")
 
+    def _files(self, tree: str, prefix: str) -> Iterator[TreeEntry]:
+        """The files under `tree`, whose path is `prefix`: a tree's own files first, then each subtree's.
 
-def missing_commits(git_dir: Path, shas: Iterable[str]) -> set[str]:
-    """The shas that are not commits in the repository (force-pushed away, never fetched, deleted)."""
-    wanted = list(dict.fromkeys(shas))
-    if not wanted:
-        return set()
-    out = run_git(git_dir, "cat-file", "--batch-check", stdin="".join(s + "\n" for s in wanted).encode())
-    missing = set()
-    for sha, line in zip(wanted, out.decode("utf-8", "replace").splitlines(), strict=True):
-        parts = line.split()
-        if len(parts) < 2 or parts[1] != "commit":
-            missing.add(sha)
-    return missing
+        Lazy, so a caller that stops early reads no more trees than it needs. A listing read to its end
+        is kept (within `listing_cache_entries` entries in all) under its tree and prefix: neighbouring
+        commits share most subtrees, and a commit's listing is asked for again when its context is
+        built, so a listing is mostly lists of entries already made."""
+        key = (tree, prefix)
+        cached = self._listings.get(key)
+        if cached is not None:
+            self._listings.move_to_end(key)
+            yield from cached
+            return
+        listing: list[TreeEntry] = []
+        subtrees = []
+        for mode, name, sha in self._tree(tree):
+            if mode == "040000":
+                subtrees.append((sha, f"{prefix}{name}/"))
+            elif mode in REGULAR_MODES:
+                entry = TreeEntry(prefix + name, mode, sha)
+                listing.append(entry)
+                yield entry
+        for sha, path in subtrees:
+            for entry in self._files(sha, path):
+                listing.append(entry)
+                yield entry
+        self._listings[key] = listing
+        self._listed += len(listing)
+        while self._listed > self.listing_cache_entries:
+            _, dropped = self._listings.popitem(last=False)
+            self._listed -= len(dropped)
 
 
 def resolve(git_dir: Path, ref: str) -> str:

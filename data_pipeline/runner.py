@@ -12,6 +12,9 @@ Layout of the output directory:
                                  at least one row)
 
 Dedup runs before context is chosen, so rows it drops never get context built or a prompt rendered.
+The stages overlap: each collect shard is submitted for prepare as soon as it is written, and each
+prepared shard is deduplicated (on the driver) and submitted for render as soon as it and every shard
+before it are prepared, so the workers never wait for a whole stage to finish.
 `data/` is the training set: `datasets.load_dataset("parquet", data_dir=OUT / "data")`.
 A killed run started again with the same arguments skips every shard the manifest lists and redoes the
 rest; because shards are deterministic and dedup replays finished shards in order, the final rows are
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,10 +34,17 @@ from typing import Any
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from data_pipeline.build import BuildTask, RenderTask, prepare_shard, render_shard
+from data_pipeline.build import (
+    BuildTask,
+    Prepared,
+    RenderTask,
+    prepare_shard,
+    render_shard,
+    shard_fingerprints,
+)
 from data_pipeline.config import MineConfig
-from data_pipeline.dedup import Deduplicator
-from data_pipeline.engines import run_ordered
+from data_pipeline.dedup import Deduplicator, Fingerprint
+from data_pipeline.engines import Pending, Submit, open_engine
 from data_pipeline.schema import CANDIDATE_SCHEMA, DROP_SCHEMA, Candidate, drop
 from data_pipeline.shards import Manifest, shard_intact, shard_name, write_table
 from data_pipeline.sources.base import Source
@@ -107,16 +117,19 @@ def _chunks(
         yield batch, dups
 
 
-def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bool) -> None:
-    """Stage 1: write candidate shards. On resume the (deterministic) listing is replayed, and shards
-    already recorded are skipped without being rewritten."""
+def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bool) -> Iterator[int]:
+    """Stage 1: write candidate shards; yields the index of each collect shard, in order, as soon as it is
+    written (or found recorded), so that its later stages can start while the listing goes on. On resume
+    the (deterministic) listing is replayed, and shards already recorded are skipped without being
+    rewritten; a finished stage is not listed again."""
+    recorded = sorted(manifest.stage("collect")["shards"])
     if manifest.done("collect"):
+        yield from (_index_of(name) for name in recorded)
         return
     state = manifest.state.setdefault("source", {})
     source.prepare(state)
     manifest.save()
     out = manifest.out / "collect"
-    recorded = sorted(manifest.stage("collect")["shards"])
     seen = SpillMap(_scratch(manifest) / "collect-seen.sqlite", SPILL_LIMIT)
     if getattr(source, "supports_skip", False) and recorded:
         # API sources list PRs in ascending number per repository: instead of asking the API again for
@@ -128,6 +141,7 @@ def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bo
             ).to_pylist():
                 skip[record["repo"]] = max(skip.get(record["repo"], 0), record["pull_number"])
                 seen.put(record["instance_id"], 1)
+            yield _index_of(name)
         stream = _chunks(source.candidates(state, skip=skip), config.shard_size, seen)  # type: ignore[call-arg]
         first = len(recorded)
     else:
@@ -136,138 +150,156 @@ def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bo
     with tqdm(desc="collect", unit=" PRs", disable=not progress) as bar:
         for index, (batch, dups) in enumerate(stream, start=first):
             bar.update(len(batch))
-            if manifest.shard_done("collect", index):
-                continue
-            write_table(out / shard_name(index), [c.record() for c in batch], CANDIDATE_SCHEMA)
-            write_table(out / _drops_name(index), dups, DROP_SCHEMA)
-            repos = sorted({c.repo for c in batch})
-            info = {"rows": len(batch), "drops": dict(Counter(d["reason"] for d in dups)), "repos": repos}
-            manifest.record_shard("collect", index, info)
+            if not manifest.shard_done("collect", index):
+                write_table(out / shard_name(index), [c.record() for c in batch], CANDIDATE_SCHEMA)
+                write_table(out / _drops_name(index), dups, DROP_SCHEMA)
+                repos = sorted({c.repo for c in batch})
+                info = {"rows": len(batch), "drops": dict(Counter(d["reason"] for d in dups)), "repos": repos}
+                manifest.record_shard("collect", index, info)
+            yield index
     seen.close()
     extra = {"commits_scanned": source.commits_scanned} if hasattr(source, "commits_scanned") else {}
     manifest.finish("collect", shards_total=len(manifest.stage("collect")["shards"]), **extra)
 
 
-def build(
-    source: Source,
-    manifest: Manifest,
-    config: MineConfig,
-    workers: int,
-    progress: bool,
-    engine: str = "local",
-) -> None:
-    """Filter, decontaminate, extract and check every collect shard not yet built, on `engine` (see
-    `engines`)."""
-    shards = sorted(manifest.stage("collect")["shards"])
-    todo = [name for name in shards if name not in manifest.stage("build")["shards"]]
-    git_dirs: dict[str, str] = {}
-    tasks = []
-    for name in todo:
-        for repo in manifest.stage("collect")["shards"][name]["repos"]:
-            if repo not in git_dirs:
-                git_dirs[repo] = str(source.git_dir(repo))
-        index = int(name.removeprefix("shard-").removesuffix(".parquet"))
-        repos = manifest.stage("collect")["shards"][name]["repos"]
-        tasks.append(
-            (
+def _index_of(name: str) -> int:
+    return int(name.removeprefix("shard-").removesuffix(".parquet"))
+
+
+class _Pipeline:
+    """Prepare, dedup and render of each collect shard, started as soon as its input exists.
+
+    Prepare and render run on the engine; dedup, which is sequential by definition (the first row in run
+    order wins), runs here on the fingerprints the prepare workers computed. Shards move through the
+    stages in order: the results of prepare are taken in shard order, each is recorded, deduplicated
+    and its render submitted, then render results are recorded in shard order. So every stage's
+    manifest entries are in order and a shard is recorded only after every earlier one, exactly as in
+    a run of one stage after another, and the rows are the same whatever the engine and the timing.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        manifest: Manifest,
+        config: MineConfig,
+        submit: Submit[Any, Any],
+        progress: bool,
+        on_stage: Callable[[str], None] | None,
+    ) -> None:
+        self.source = source
+        self.manifest = manifest
+        self.config = config
+        self.submit = submit
+        self.on_stage = on_stage
+        self.started: set[str] = set()
+        self.git_dirs: dict[str, str] = {}
+        self.preparing: deque[tuple[int, Pending[Prepared] | None]] = deque()
+        self.rendering: deque[tuple[int, Pending[dict[str, Any]] | None]] = deque()
+        self.deduper = Deduplicator(config.dedup_threshold, _scratch(manifest), SPILL_LIMIT // 4)
+        self.pause = float(os.environ.get(_PAUSE_ENV, "0") or 0)
+        self.progress = progress
+        self.bar = tqdm(desc="done", unit=" shards", disable=not progress)
+
+    def _stage(self, name: str) -> None:
+        if name not in self.started:
+            self.started.add(name)
+            if self.on_stage:
+                self.on_stage(name)
+
+    def _git_dirs(self, index: int) -> dict[str, str]:
+        repos = self.manifest.stage("collect")["shards"][shard_name(index)]["repos"]
+        for repo in repos:
+            if repo not in self.git_dirs:
+                self.git_dirs[repo] = str(self.source.git_dir(repo))
+        return {repo: self.git_dirs[repo] for repo in repos}
+
+    def run(self) -> None:
+        self._stage("collect")
+        for index in collect(self.source, self.manifest, self.config, self.progress):
+            self._stage("build")
+            task = None
+            if not self.manifest.shard_done("build", index):
+                name = shard_name(index)
+                task = self.submit(
+                    prepare_shard,
+                    BuildTask(
+                        candidates=self.manifest.out / "collect" / name,
+                        rows=self.manifest.out / "build" / name,
+                        drops=self.manifest.out / "build" / _drops_name(index),
+                        git_dirs=self._git_dirs(index),
+                        config=self.config,
+                    ),
+                )
+            self.preparing.append((index, task))
+            self._advance(block=False)
+        self._advance(block=True)
+        self.deduper.close()
+        for stage in ("build", "dedup", "render"):
+            self.manifest.finish(stage)
+        self.bar.close()
+
+    def _advance(self, block: bool) -> None:
+        """Take every result that is ready (all of them when `block`), in shard order."""
+        while self.preparing and (block or _ready(self.preparing[0][1])):
+            index, task = self.preparing.popleft()
+            if task is None:
+                found = shard_fingerprints(
+                    self.manifest.out / "build" / shard_name(index), self.config.dedup_threshold
+                )
+            else:
+                prepared = task.result()
+                self._record("build", index, prepared.info)
+                found = prepared.fingerprints
+            self._dedup(index, found)
+        while self.rendering and (block or _ready(self.rendering[0][1])):
+            index, pending = self.rendering.popleft()
+            if pending is not None:
+                self._record("render", index, pending.result())
+            self.bar.update(1)
+
+    def _record(self, stage: str, index: int, info: dict[str, Any]) -> None:
+        self.manifest.record_shard(stage, index, info)
+        if self.pause:
+            time.sleep(self.pause)
+
+    def _dedup(self, index: int, found: list[tuple[str, str, Fingerprint]]) -> None:
+        """Near-duplicate removal over one shard's prepared rows, then its render. A shard whose dedup is
+        recorded is replayed (the same checks in the same order) to rebuild the index."""
+        self._stage("dedup")
+        if self.manifest.shard_done("dedup", index):
+            for _, _, fingerprint in found:
+                self.deduper.check_fingerprint(fingerprint)
+        else:
+            drops = []
+            for instance, repo, fingerprint in found:
+                why = self.deduper.check_fingerprint(fingerprint)
+                if why is not None:
+                    drops.append(drop(instance, repo, "dedup", "near_duplicate", why))
+            write_table(self.manifest.out / "dedup" / _drops_name(index), drops, DROP_SCHEMA)
+            self.manifest.record_shard(
+                "dedup",
                 index,
-                BuildTask(
-                    candidates=manifest.out / "collect" / name,
-                    rows=manifest.out / "build" / name,
-                    drops=manifest.out / "build" / _drops_name(index),
-                    git_dirs={repo: git_dirs[repo] for repo in repos},
-                    config=config,
+                {"rows": len(found) - len(drops), "drops": dict(Counter(d["reason"] for d in drops))},
+            )
+        self._stage("render")
+        task = None
+        if not self.manifest.shard_done("render", index):
+            name = shard_name(index)
+            task = self.submit(
+                render_shard,
+                RenderTask(
+                    prepared=self.manifest.out / "build" / name,
+                    dropped=self.manifest.out / "dedup" / _drops_name(index),
+                    rows=self.manifest.out / "data" / name,
+                    git_dirs=self._git_dirs(index),
+                    config=self.config,
                 ),
             )
-        )
-    pause = float(os.environ.get(_PAUSE_ENV, "0") or 0)
-    bar = tqdm(
-        total=len(shards), initial=len(shards) - len(todo), desc="build", unit=" shards", disable=not progress
-    )
-
-    def record(index: int, info: dict[str, Any]) -> None:
-        manifest.record_shard("build", index, info)
-        bar.update(1)
-        if pause:
-            time.sleep(pause)
-
-    # In order, so the manifest never lists a shard before the ones before it are recorded.
-    results = run_ordered(prepare_shard, [task for _, task in tasks], engine, workers)
-    for (index, _), info in zip(tasks, results, strict=True):
-        record(index, info)
-    bar.close()
-    manifest.finish("build")
+        self.rendering.append((index, task))
 
 
-def dedup(manifest: Manifest, config: MineConfig, progress: bool) -> None:
-    """Near-duplicate removal over the prepared rows, in shard order. Finished shards are replayed (the
-    same checks in the same order) to rebuild the index; only the three columns the check needs are
-    read."""
-    deduper = Deduplicator(config.dedup_threshold, _scratch(manifest), SPILL_LIMIT // 4)
-    shards = sorted(manifest.stage("build")["shards"])
-    for name in tqdm(shards, desc="dedup", unit=" shards", disable=not progress):
-        index = int(name.removeprefix("shard-").removesuffix(".parquet"))
-        checked = pq.read_table(
-            manifest.out / "build" / name, columns=["instance_id", "repo", "oracle_patch"]
-        ).to_pylist()
-        if manifest.shard_done("dedup", index):
-            for row in checked:
-                deduper.check(row["repo"], row["oracle_patch"])
-            continue
-        drops = []
-        for row in checked:
-            why = deduper.check(row["repo"], row["oracle_patch"])
-            if why is not None:
-                drops.append(drop(row["instance_id"], row["repo"], "dedup", "near_duplicate", why))
-        write_table(manifest.out / "dedup" / _drops_name(index), drops, DROP_SCHEMA)
-        manifest.record_shard(
-            "dedup",
-            index,
-            {"rows": len(checked) - len(drops), "drops": dict(Counter(d["reason"] for d in drops))},
-        )
-    deduper.close()
-    manifest.finish("dedup")
-
-
-def render(
-    source: Source, manifest: Manifest, config: MineConfig, workers: int, progress: bool, engine: str
-) -> None:
-    """Context and prompt of the rows dedup kept, per shard, on `engine`: writes `data/`."""
-    shards = sorted(manifest.stage("dedup")["shards"])
-    todo = [name for name in shards if name not in manifest.stage("render")["shards"]]
-    git_dirs: dict[str, str] = {}
-    tasks = []
-    for name in todo:
-        index = int(name.removeprefix("shard-").removesuffix(".parquet"))
-        repos = manifest.stage("collect")["shards"][name]["repos"]
-        for repo in repos:
-            if repo not in git_dirs:
-                git_dirs[repo] = str(source.git_dir(repo))
-        task = RenderTask(
-            prepared=manifest.out / "build" / name,
-            dropped=manifest.out / "dedup" / _drops_name(index),
-            rows=manifest.out / "data" / name,
-            git_dirs={repo: git_dirs[repo] for repo in repos},
-            config=config,
-        )
-        tasks.append((index, task))
-    pause = float(os.environ.get(_PAUSE_ENV, "0") or 0)
-    bar = tqdm(
-        total=len(shards),
-        initial=len(shards) - len(todo),
-        desc="render",
-        unit=" shards",
-        disable=not progress,
-    )
-    for (index, _), info in zip(
-        tasks, run_ordered(render_shard, [task for _, task in tasks], engine, workers), strict=True
-    ):
-        manifest.record_shard("render", index, info)
-        bar.update(1)
-        if pause:
-            time.sleep(pause)
-    bar.close()
-    manifest.finish("render")
+def _ready(task: Pending[Any] | None) -> bool:
+    return task is None or task.done()
 
 
 def _shard_files(manifest: Manifest, stage: str, name: str, info: dict[str, Any]) -> list[tuple[Path, int]]:
@@ -317,21 +349,16 @@ def mine(
     on_stage: Callable[[str], None] | None = None,
 ) -> RunSummary:
     """Run (or resume) every stage into `out`; returns counts for the closing report. The engine runs the
-    per-shard build stage (`local` process pool or `ray`) and does not change the rows."""
+    per-shard prepare and render stages (`local` process pool or `ray`) and does not change the rows.
+    `on_stage` is called with each stage's name when that stage starts (stages overlap: a shard is
+    prepared while later ones are still collected)."""
     start = time.perf_counter()
     run_config = {"source": source.describe(), "mine": config.record()}
     manifest = Manifest.open(out, run_config)
     check_finished(manifest)
     workers = workers or max(1, (os.cpu_count() or 1))
-    for name, step in (
-        ("collect", lambda: collect(source, manifest, config, progress)),
-        ("build", lambda: build(source, manifest, config, workers, progress, engine)),
-        ("dedup", lambda: dedup(manifest, config, progress)),
-        ("render", lambda: render(source, manifest, config, workers, progress, engine)),
-    ):
-        if on_stage:
-            on_stage(name)
-        step()
+    with open_engine(engine, workers) as submit:
+        _Pipeline(source, manifest, config, submit, progress, on_stage).run()
     summary = summarize(manifest)
     summary.seconds = time.perf_counter() - start
     return summary

@@ -28,25 +28,32 @@ _RUN = 8
 TokenCounter = Callable[[str], int]
 
 # ASCII character classes: 0 letters, 1 digits, 2 space/tab (runs, up to 8 per piece), 3 anything else
-# (one piece per character: newline, punctuation, other whitespace).
-_CLASS = np.full(128, 3, dtype=np.int8)
-for _code in range(128):
-    _char = chr(_code)
-    if _char.isalpha():
-        _CLASS[_code] = 0
-    elif _char.isdigit():
-        _CLASS[_code] = 1
-    elif _char in " \t":
-        _CLASS[_code] = 2
+# (one piece per character: newline, punctuation, other whitespace). As a `bytes.translate` table, which
+# maps a whole text to its classes in one C pass (non-ASCII text never gets here).
+_OTHER = 3
+_CLASSES = bytes(
+    0 if chr(code).isalpha() else 1 if chr(code).isdigit() else 2 if chr(code) in " \t" else _OTHER
+    for code in range(128)
+) + bytes([_OTHER] * 128)
 
 
 def _ascii_estimate(text: str) -> int:
-    """`len(_PIECES.findall(text))` for ASCII text, from the runs of character classes."""
-    classes = _CLASS[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
-    starts = np.flatnonzero(np.concatenate(([True], classes[1:] != classes[:-1])))
-    lengths = np.diff(np.append(starts, len(classes)))
-    single = classes[starts] == 3
-    return int(lengths[single].sum() + ((lengths[~single] + _RUN - 1) // _RUN).sum())
+    """`len(_PIECES.findall(text))` for ASCII text, from the runs of character classes.
+
+    Every run of one class is one piece, except that a run of class `_OTHER` is one piece per character
+    and a longer run than `_RUN` of the others is cut every `_RUN` characters: (length - 1) // `_RUN`
+    more pieces. Counting the `_OTHER` characters and the starts of the other runs is a few whole-array
+    passes; run lengths are only needed for the runs longer than `_RUN`."""
+    classes = np.frombuffer(text.encode("ascii").translate(_CLASSES), dtype=np.int8)
+    starts_mask = np.empty(len(classes), dtype=bool)
+    starts_mask[0] = True
+    np.not_equal(classes[1:], classes[:-1], out=starts_mask[1:])
+    starts = np.flatnonzero(starts_mask)
+    runs = classes[starts] != _OTHER
+    lengths = np.diff(starts, append=len(classes))
+    long_runs = runs & (lengths > _RUN)
+    pieces = int(np.count_nonzero(classes == _OTHER)) + int(np.count_nonzero(runs))
+    return pieces + int(((lengths[long_runs] - 1) // _RUN).sum())
 
 
 # Below this many characters the regular expression is faster than numpy's fixed cost per call.
@@ -87,6 +94,21 @@ def _newline_boundary(text: str, at: int) -> bool:
     return at == 0 or at == len(text) or text[at - 1] == "\n" or text[at] == "\n"
 
 
+# `str.find` preprocesses the whole needle on every call: for a file of tens of kB that costs more than
+# the short scan to where the file starts. So `_find` looks for a short prefix first.
+_PREFIX = 64
+
+
+def _find(text: str, part: str, pos: int) -> int:
+    """`text.find(part, pos)`. The first place at or after `pos` where `part` starts is also the first
+    place where its prefix starts unless the prefix occurs earlier; only then is the full search needed."""
+    if len(part) > _PREFIX:
+        at = text.find(part[:_PREFIX], pos)
+        if at < 0 or text.startswith(part, at):
+            return at
+    return text.find(part, pos)
+
+
 def count_composed(count: TokenCounter, text: str, parts: Sequence[str]) -> int:
     """`count(text)`, where `text` holds each of `parts` verbatim and in order (a prompt and its files).
 
@@ -100,10 +122,18 @@ def count_composed(count: TokenCounter, text: str, parts: Sequence[str]) -> int:
     for part in parts:
         if not part:
             continue
-        at = text.find(part, pos)
+        at = _find(text, part, pos)
         end = at + len(part)
         if at < 0 or not (_newline_boundary(text, at) and _newline_boundary(text, end)):
             return count(text)
-        total += _estimate(text[pos:at]) + estimate_tokens(part)
+        total += _estimate_glue(text[pos:at]) + estimate_tokens(part)
         pos = end
-    return total + _estimate(text[pos:])
+    return total + _estimate_glue(text[pos:])
+
+
+@lru_cache(maxsize=4096)
+def _estimate_glue(text: str) -> int:
+    """The estimate of the text between a prompt's files: mostly the same few strings again (a file's
+    closing fence and the next one's header, the instructions after the last file), so cached apart
+    from the files' own counts, which it would otherwise push out of their cache."""
+    return _estimate(text)

@@ -240,6 +240,12 @@ def apply_patch_to_contents(old: Mapping[str, str], patch: str) -> dict[str, str
         parsed = parse_patch(patch)
     except unidiff.UnidiffParseError as err:
         raise PatchApplyError(f"not a valid unified diff: {err}") from err
+    return apply_parsed_patch(old, parsed)
+
+
+def apply_parsed_patch(old: Mapping[str, str], parsed: unidiff.PatchSet) -> dict[str, str | None]:
+    """`apply_patch_to_contents` for a patch that `parse_patch` has already parsed, so that a caller who
+    needs the parse anyway (to count changed lines) does not parse the same text twice."""
     result: dict[str, str | None] = {}
     for patched in parsed:
         source, target = _source_and_target(patched)
