@@ -7,6 +7,7 @@ import pickle
 import pytest
 
 from swerl.edit_format import (
+    COMPACT_SYSTEM_PROMPT,
     SYSTEM_PROMPT,
     FormatError,
     FormatErrorKind,
@@ -145,3 +146,27 @@ def test_messages_are_system_then_user():
     assert messages[0]["content"] == SYSTEM_PROMPT
     assert "<think>" in SYSTEM_PROMPT and "<solution>" in SYSTEM_PROMPT
     assert build_messages("issue", {}, system_prompt="S")[0]["content"] == "S"
+
+
+def test_compact_style_keeps_the_layout_and_a_parsable_example_with_fewer_words():
+    context = [("z.py", "print('z')\n")]
+    full = render_repair_prompt("Crash on start", context)
+    compact = render_repair_prompt("Crash on start", context, style="compact")
+    # same issue and files, in the same place; only the instructions after them differ
+    head = full[: full.index("Find the cause")]
+    assert compact.startswith(head) and "Rules:" not in compact
+    assert parse_edits(compact)[-1].path == "path/to/file.py"
+    assert len(compact) - len(head) < (len(full) - len(head)) / 2
+    messages = build_messages("Crash on start", context, style="compact")
+    assert messages == [
+        {"role": "system", "content": COMPACT_SYSTEM_PROMPT},
+        {"role": "user", "content": compact},
+    ]
+    for tag in ("<think>", "</think>", "<solution>", "</solution>"):
+        assert tag in COMPACT_SYSTEM_PROMPT
+    assert len(COMPACT_SYSTEM_PROMPT) < len(SYSTEM_PROMPT) / 2
+
+
+def test_unknown_prompt_style_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"unknown prompt style 'terse'.*full, compact"):
+        build_messages("issue", {}, style="terse")  # type: ignore[arg-type]

@@ -31,16 +31,27 @@ from swerl.edit_format.patch import (
     patch_paths,
     split_lines,
 )
-from swerl.edit_format.prompts import SYSTEM_PROMPT, build_messages, render_repair_prompt
+from swerl.edit_format.prompts import (
+    COMPACT_SYSTEM_PROMPT,
+    PROMPT_STYLES,
+    SYSTEM_PROMPT,
+    PromptStyle,
+    build_messages,
+    render_repair_prompt,
+    system_prompt_for,
+)
 
 __all__ = [
+    "COMPACT_SYSTEM_PROMPT",
     "DEFAULT_THOUGHT",
     "EDIT_BLOCK_RE",
+    "PROMPT_STYLES",
     "SYSTEM_PROMPT",
     "FormatError",
     "FormatErrorKind",
     "ParsedAnswer",
     "PatchApplyError",
+    "PromptStyle",
     "SearchReplace",
     "apply_edits",
     "apply_patch_to_contents",
@@ -58,4 +69,5 @@ __all__ = [
     "patch_paths",
     "render_repair_prompt",
     "split_lines",
+    "system_prompt_for",
 ]
