@@ -43,7 +43,7 @@ from agentless.rerank.reproduction import parse_reproduction, reproduction_messa
 from agentless.rerank.select import PatchCandidate, select_patch
 from agentless.sampling import PromptTooLong, TextSampler, sample_mixed
 from agentless.stages import StageFile
-from swerl.edit_format import PatchApplyError, apply_patch_to_contents, build_messages
+from swerl.edit_format import PatchApplyError, PromptStyle, apply_patch_to_contents, build_messages
 
 STAGES = ("localize_files", "localize_elements", "repair", "rerank", "predictions")
 PREDICTION_KEYS = ("instance_id", "model_name_or_path", "model_patch")
@@ -66,6 +66,8 @@ class RunConfig:
     regression: bool = False
     reproduction: bool = False
     max_groups: int = 8
+    # The repair prompt's style (swerl.edit_format): serve a model with the style it was trained on.
+    prompt_style: PromptStyle = "full"
 
 
 @dataclass
@@ -196,7 +198,7 @@ def repair(inst: Instance, loc_row: dict[str, Any], ctx: Context, cfg: RunConfig
     ]
     sources = _sources(ctx, inst, files)
     context = build_context(sources, files, locations, max_files=cfg.context_files)
-    messages = build_messages(inst.problem_statement, context)
+    messages = build_messages(inst.problem_statement, context, style=cfg.prompt_style)
     row: dict[str, Any] = {
         "context_files": list(context),
         "prompt_chars": sum(len(m["content"]) for m in messages),

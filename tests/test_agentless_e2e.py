@@ -188,3 +188,23 @@ def test_an_interpreter_under_tmp_stays_visible_in_the_sandbox(tmp_path: Path) -
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(env_dir)
+
+
+def test_repair_prompt_uses_the_configured_style(demo: tuple[Instance, Path, Path], tmp_path: Path) -> None:
+    from swerl.edit_format import COMPACT_SYSTEM_PROMPT, SYSTEM_PROMPT
+
+    instance, clones, root = demo
+    seen: list[str] = []
+
+    def record(prompt: str, k: int) -> str:
+        seen.append(prompt)
+        return _repair_answer(prompt, k)
+
+    ctx = _context(root, clones, ScriptedEngine(record), CharTokenizer(), backend=False)
+    cfg = RunConfig(num_samples=1, model_localization=False, prompt_style="compact")
+    run([instance], tmp_path / "run", ctx, cfg)
+    repair_prompts = [p for p in seen if "SEARCH" in p]
+    assert repair_prompts and all(COMPACT_SYSTEM_PROMPT in p for p in repair_prompts)
+    assert not any(SYSTEM_PROMPT in p or "Rules:" in p for p in repair_prompts)
+    predictions = (tmp_path / "run" / "predictions.jsonl").read_text()
+    assert "return total / len(values)" in predictions  # the compact prompt still gets the fix through

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from swerl.edit_format.prompts import PROMPT_STYLES
+
 DEFAULT_CACHE = Path("runs/agentless-cache")
 
 
@@ -92,6 +94,12 @@ def register(groups: argparse._SubParsersAction) -> None:
     run.add_argument("--max-new-tokens", type=int, default=4096, help="tokens per repair answer")
     run.add_argument("--localize-max-new-tokens", type=int, default=512)
     run.add_argument("--model-name", help="model_name_or_path written in predictions (default: --model)")
+    run.add_argument(
+        "--prompt-style",
+        choices=PROMPT_STYLES,
+        default="full",
+        help="repair prompt style; use the one the model was trained with (default: full)",
+    )
     run.add_argument("--regression", action="store_true", help="filter candidates by PASS_TO_PASS tests")
     run.add_argument(
         "--reproduction", action="store_true", help="filter by a model-written reproduction test"
@@ -105,6 +113,26 @@ def register(groups: argparse._SubParsersAction) -> None:
     run.add_argument("--python", help="local backend: run every repository's tests with this interpreter")
     run.add_argument(
         "--unsafe-no-isolation", action="store_true", help="local backend: run tests without bubblewrap"
+    )
+    run.add_argument(
+        "--wheelhouse",
+        type=_directory,
+        metavar="DIR",
+        help="local backend, no network: create test environments from the wheels in DIR, never from an "
+        "index (pip --no-index --find-links DIR); DIR needs pytest, build backends (setuptools, wheel) and "
+        "every dependency",
+    )
+    run.add_argument(
+        "--test-memory-mb",
+        type=_positive_int,
+        metavar="MB",
+        help="local backend: memory per test process (RLIMIT_DATA; default: unlimited)",
+    )
+    run.add_argument(
+        "--test-cpu-s",
+        type=_positive_int,
+        metavar="SECONDS",
+        help="local backend: CPU seconds per test process (RLIMIT_CPU; default: unlimited)",
     )
     run.set_defaults(run=_run)
 
@@ -153,6 +181,22 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 
 # -- helpers --------------------------------------------------------------------------------------------
+
+
+def _directory(text: str) -> Path:
+    """An argparse type: a mistyped directory is reported at once, not after the model has loaded."""
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is not a directory")
+    return path
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: a limit of 0 or less would make every test run fail, so it is a usage error."""
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
 
 
 def _instances(args: argparse.Namespace) -> list[Any]:
@@ -205,12 +249,17 @@ def _backend(args: argparse.Namespace) -> Any:
 
         return DockerBackend()
     from agentless.execution.envs import EnvManager
-    from agentless.execution.local import LocalBackend
+    from agentless.execution.local import LocalBackend, RunLimits
     from agentless.repos import RepoCache
 
     repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
-    envs = EnvManager(args.cache_dir / "envs", python=args.python)
-    return LocalBackend(repos, envs, isolation="none" if args.unsafe_no_isolation else "bwrap")
+    envs = EnvManager(args.cache_dir / "envs", python=args.python, wheelhouse=args.wheelhouse)
+    return LocalBackend(
+        repos,
+        envs,
+        isolation="none" if args.unsafe_no_isolation else "bwrap",
+        limits=RunLimits(memory_mb=args.test_memory_mb, cpu_s=args.test_cpu_s),
+    )
 
 
 def _config(args: argparse.Namespace, **extra: Any) -> Any:
@@ -240,6 +289,7 @@ def _run(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         max_new_tokens=args.max_new_tokens,
         localize_max_new_tokens=args.localize_max_new_tokens,
+        prompt_style=args.prompt_style,
         regression=args.regression,
         reproduction=args.reproduction,
     )
