@@ -19,10 +19,11 @@ import os
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow.parquet as pq
 
+from data_pipeline.commits import PatchReader
 from data_pipeline.config import MineConfig
 from data_pipeline.context import ContextBuilder, check_fits
 from data_pipeline.decontam import Decontaminator
@@ -68,33 +69,36 @@ class RenderTask:
     config: MineConfig
 
 
-# Object readers kept open across the shards a process runs, so that git's delta base cache and the
-# reader's blob and tree caches stay warm from one shard to the next (a cold `git cat-file` re-inflates
-# every delta chain it meets). Objects are immutable, so what a cache holds is never stale; a few
-# repositories at most, keyed by process id too so that a forked worker never shares its parent's pipe.
-_READERS: OrderedDict[tuple[int, str], ObjectReader] = OrderedDict()
-_READERS_MAX = 4
+# Git processes (object readers, patch readers) kept open across the shards a process runs, so that
+# git's delta base cache and the reader's blob and tree caches stay warm from one shard to the next (a
+# cold `git cat-file` or `git diff-tree` re-inflates every delta chain it meets). Objects are
+# immutable, so what a cache holds is never stale; a few repositories at most, keyed by process id too
+# so that a forked worker never shares its parent's pipe.
+_Pipe = TypeVar("_Pipe", ObjectReader, PatchReader)
+_PIPES: OrderedDict[tuple[int, str, str], ObjectReader | PatchReader] = OrderedDict()
+_PIPES_MAX = 8
 
 
-def _reader(git_dir: str) -> ObjectReader:
-    key = (os.getpid(), git_dir)
-    reader = _READERS.get(key)
-    if reader is None or reader._proc.poll() is not None:
-        reader = _READERS[key] = ObjectReader(Path(git_dir))
-        if len(_READERS) > _READERS_MAX:
-            (pid, _), oldest = _READERS.popitem(last=False)
+def _pipe(kind: type[_Pipe], git_dir: str) -> _Pipe:
+    key = (os.getpid(), kind.__name__, git_dir)
+    pipe = _PIPES.get(key)
+    if not isinstance(pipe, kind) or not pipe.alive():
+        pipe = kind(Path(git_dir))
+        _PIPES[key] = pipe
+        if len(_PIPES) > _PIPES_MAX:
+            (pid, *_), oldest = _PIPES.popitem(last=False)
             if pid == os.getpid():
                 oldest.close()
-    _READERS.move_to_end(key)
-    return reader
+    _PIPES.move_to_end(key)
+    return pipe
 
 
 @atexit.register
-def _close_readers() -> None:
-    for (pid, _), reader in list(_READERS.items()):
+def _close_pipes() -> None:
+    for (pid, *_), pipe in list(_PIPES.items()):
         if pid == os.getpid():
-            reader.close()
-    _READERS.clear()
+            pipe.close()
+    _PIPES.clear()
 
 
 def _prepared_record(candidate: Candidate, result: Extracted) -> dict[str, Any]:
@@ -175,11 +179,11 @@ def prepare_shard(task: BuildTask) -> Prepared:
         else:
             by_repo.setdefault(candidate.repo, []).append(i)
     for repo, indices in by_repo.items():
-        git_dir = Path(task.git_dirs[repo])
-        reader = _reader(task.git_dirs[repo])
+        reader = _pipe(ObjectReader, task.git_dirs[repo])
+        patches = _pipe(PatchReader, task.git_dirs[repo])
         group = [candidates[i] for i in indices]
         for i, (candidate, result) in zip(
-            indices, extract(git_dir, reader, group, config.filters), strict=True
+            indices, extract(reader, patches, group, config.filters), strict=True
         ):
             try:
                 if isinstance(result, Dropped):
@@ -219,7 +223,7 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
         by_repo.setdefault(candidate.repo, []).append(i)
     rows: list[dict[str, Any] | None] = [None] * len(kept)
     for repo, indices in by_repo.items():
-        reader = _reader(task.git_dirs[repo])
+        reader = _pipe(ObjectReader, task.git_dirs[repo])
         builder = ContextBuilder(reader, config.context, config.filters, count)
         builder.prefetch((kept[i][1].base_commit, kept[i][1].new) for i in indices)
         for i in indices:

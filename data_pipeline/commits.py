@@ -1,16 +1,18 @@
-"""Commits and their patches, streamed from one `git log` process per repository and shard.
+"""Commits and their patches, streamed from git.
 
-Spawning git once per commit would cost more than the diff itself on a long history, so both the commit
-listing (for `--local`) and the patch extraction read one long `git log` stream and split it into
-commits as it arrives. Memory holds one commit at a time. Merges are diffed against their first parent,
-which is the base branch, so a merge commit and a squash commit both give the PR's change. Renames are
-not detected: a rename is a deletion plus an addition, which keeps every path's patch self-contained.
+Spawning git once per commit would cost more than the diff itself on a long history, so the commit
+listing (for `--local`) reads one long `git log` stream, and the patch extraction one `git diff-tree
+--stdin` process kept open per repository and worker; both are split into commits as they arrive.
+Memory holds one commit at a time. Merges are diffed against their first parent, which is the base
+branch, so a merge commit and a squash commit both give the PR's change. Renames are not detected: a
+rename is a deletion plus an addition, which keeps every path's patch self-contained.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,20 +23,11 @@ _FIELD = "\x1f"
 _CHUNK = 1 << 20
 
 
-def _records(argv: list[str], stdin_lines: Iterable[str] | None = None) -> Iterator[bytes]:
+def _records(argv: list[str]) -> Iterator[bytes]:
     """Run git and yield the output split on the record separator, one record at a time."""
     with subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE if stdin_lines is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=safe_env(),
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=safe_env()
     ) as proc:
-        if stdin_lines is not None:
-            assert proc.stdin is not None
-            # Revisions are short; writing them all before reading cannot fill the pipe for long.
-            proc.stdin.write("".join(line + "\n" for line in stdin_lines).encode())
-            proc.stdin.close()
         assert proc.stdout is not None
         buffer = b""
         while chunk := proc.stdout.read(_CHUNK):
@@ -144,28 +137,99 @@ def _parse_commit(record: bytes) -> CommitPatch:
     return commit
 
 
-def commit_patches(git_dir: Path, shas: list[str]) -> Iterator[CommitPatch]:
-    """Each commit in `shas` (same order) with its raw changes and patch against its first parent.
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256, as git prints them
+_DIFF_OPTIONS = (
+    "--root",
+    "--diff-merges=first-parent",
+    "--no-renames",
+    "--raw",
+    "-p",
+    "--full-index",
+    "--no-abbrev",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-color",
+    "--format=%x1e%H %P",
+)
 
-    External diff drivers and textconv are off, so the patch is git's own view of the bytes.
+
+class PatchReader:
+    """Commits with their raw changes and patch against their first parent, from one persistent
+    `git diff-tree --stdin` per repository and process (external diff drivers and textconv off, so the
+    patch is git's own view of the bytes).
+
+    A `git log -p` per shard started cold: it paid a process start and re-inflated the delta chain of
+    every blob it diffed, which the previous shard's process had just done; kept open across the shards
+    a worker runs, git's delta base cache stays warm (about 40% less CPU in git for the same patches).
+    diff-tree answers each commit name it reads with that commit's record (the same bytes as `git log`
+    with these options) and echoes, then flushes, any line that is not an object name. So after each
+    batch of names one such line is written, and the answer is read up to its echo: one round trip per
+    batch. No line of git's output can equal it: record headers start with the record separator, raw
+    lines with ":", patch lines with a diff prefix.
     """
-    if not shas:
-        return
-    argv = git_argv(
-        git_dir,
-        "log",
-        "--no-walk=unsorted",
-        "--stdin",
-        "--diff-merges=first-parent",
-        "--no-renames",
-        "--raw",
-        "-p",
-        "--full-index",
-        "--no-abbrev",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--no-color",
-        "--format=%x1e%H %P",
-    )
-    for record in _records(argv, shas):
-        yield _parse_commit(record)
+
+    # Names per write: 41 bytes each stays far below a pipe's buffer, so git is never blocked writing
+    # answers while we are still writing questions (see `ObjectReader._BATCH`).
+    _BATCH = 512
+    _END = b"swerl: end of batch\n"
+
+    def __init__(self, git_dir: Path) -> None:
+        self._proc = subprocess.Popen(
+            git_argv(git_dir, "diff-tree", "--stdin", *_DIFF_OPTIONS),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=safe_env(),
+        )
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+    def patches(self, shas: list[str]) -> Iterator[CommitPatch]:
+        """Each commit of `shas` (existing commits, same order) diffed against its first parent; a
+        root commit against the empty tree, with no parent.
+
+        A name that is not a full object id (an abbreviation, a ref) gives nothing: diff-tree would echo
+        it into the output, and `git log` answered it under the commit's full id, which no caller
+        looking for the name found either."""
+        assert self._proc.stdin is not None
+        shas = [sha for sha in shas if _OBJECT_ID.fullmatch(sha)]
+        for start in range(0, len(shas), self._BATCH):
+            chunk = shas[start : start + self._BATCH]
+            self._proc.stdin.write("".join(sha + "\n" for sha in chunk).encode() + self._END)
+            self._proc.stdin.flush()
+            done = False
+            try:
+                yield from (_parse_commit(record) for record in self._batch_records())
+                done = True
+            finally:
+                if not done:
+                    # The caller stopped (or failed) mid-batch: the rest of the batch's answer is still in
+                    # the pipe and would be read as the next batch's. End the process instead; the next
+                    # caller gets a fresh one (see `alive`).
+                    self._proc.kill()
+                    self.close()
+
+    def _batch_records(self) -> Iterator[bytes]:
+        """The records of one batch, split on the record separator as they arrive (one commit's patch
+        in memory at a time), up to the echo that ends the batch."""
+        assert self._proc.stdout is not None
+        buffer = b""
+        while True:
+            chunk = self._proc.stdout.read1(_CHUNK)
+            if not chunk:
+                raise GitError("git diff-tree exited")
+            buffer += chunk
+            if buffer.endswith(self._END) and (buffer == self._END or buffer[-len(self._END) - 1] == 10):
+                break
+            *complete, buffer = buffer.split(_RECORD)
+            yield from (record for record in complete if record)
+        yield from (record for record in buffer[: -len(self._END)].split(_RECORD) if record)

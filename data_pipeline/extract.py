@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from data_pipeline.commits import CommitPatch, FileChange, commit_patches
+from unidiff import PatchSet
+
+from data_pipeline.commits import CommitPatch, FileChange, PatchReader
 from data_pipeline.config import FilterConfig
 from data_pipeline.filters import file_role, looks_generated
 from data_pipeline.gitstore import SUBMODULE_MODE, SYMLINK_MODE, GitError, ObjectReader
@@ -75,6 +76,32 @@ def _split_roles(commit: CommitPatch) -> tuple[list[FileChange], list[FileChange
     return sources, tests, excluded
 
 
+def _rebuild(
+    reader: ObjectReader, blobs: dict[str, bytes], kept: list[FileChange], parsed: PatchSet
+) -> dict[str, str | None] | None:
+    """The kept files' merged contents rebuilt from their base contents (`blobs`) and the parsed patch,
+    or None when the patch does not apply to them as text. Each rebuilt file whose git blob id is its
+    `new_sha` is added to `blobs` (and to the reader's cache, where the next PR to touch the file finds
+    its base): those are byte for byte what git would return, so git is asked only for the others (all
+    of them when a base is not UTF-8 or the patch does not apply). The checks that follow then run on
+    exactly the bytes they always did, at about half the reads."""
+    base: dict[str, str] = {}
+    try:
+        for change in kept:
+            if change.status != "A":
+                base[change.path] = blobs[change.old_sha].decode("utf-8")
+        rebuilt = apply_parsed_patch(base, parsed)
+    except (UnicodeDecodeError, PatchApplyError):
+        return None
+    for change in kept:
+        text = rebuilt.get(change.path)
+        if text is not None:
+            data = text.encode("utf-8")
+            if reader.offer(change.new_sha, data):
+                blobs[change.new_sha] = data
+    return rebuilt
+
+
 def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterConfig) -> Extracted:
     if commit.parent is None:
         raise Dropped("commit_missing", "root commit has no base")
@@ -111,8 +138,9 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
     if out.lines_changed > config.max_lines_changed:
         raise Dropped("too_many_lines", str(out.lines_changed))
     sections: list[bytes] = []
-    # Both sides of every kept file in one pipelined read.
-    blobs = reader.blobs([c.new_sha for c in kept] + [c.old_sha for c in kept if c.status != "A"])
+    blobs = reader.blobs(c.old_sha for c in kept if c.status != "A")
+    rebuilt_all = _rebuild(reader, blobs, kept, parsed)
+    blobs.update(reader.blobs(c.new_sha for c in kept if c.new_sha not in blobs))
     for change in kept:
         new_data = _read(blobs, change, "new", config)
         old_data = b"" if change.status == "A" else _read(blobs, change, "old", config)
@@ -128,7 +156,9 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
     out.oracle_patch = b"".join(sections).decode("utf-8")
     out.excluded_files = sorted(excluded)
     try:
-        if len(sections) == len(kept):  # the oracle is the text parsed above: check it without a reparse
+        if len(sections) == len(kept) and rebuilt_all is not None:
+            rebuilt = rebuilt_all  # the same patch applied to the same base contents above
+        elif len(sections) == len(kept):  # the oracle is the text parsed above: no reparse
             rebuilt = apply_parsed_patch(out.base, parsed)
         else:
             rebuilt = apply_patch_to_contents(out.base, out.oracle_patch)
@@ -140,17 +170,17 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
 
 
 def extract(
-    git_dir: Path, reader: ObjectReader, candidates: list[Candidate], config: FilterConfig
+    reader: ObjectReader, patches: PatchReader, candidates: list[Candidate], config: FilterConfig
 ) -> Iterator[tuple[Candidate, Extracted | Dropped]]:
     """Each candidate with its extraction or the reason it was dropped, in the candidates' order.
 
-    One `git log` process serves all candidates of the repository; a commit that is not in the clone
+    The repository's open `git diff-tree` serves all its candidates; a commit that is not in the clone
     (force-pushed away, deleted, never fetched) is dropped as `commit_missing` before git sees it.
     """
     missing = reader.missing_commits(c.merge_commit for c in candidates)
     present = [c.merge_commit for c in candidates if c.merge_commit not in missing]
     results: dict[str, Extracted | Dropped] = {}
-    for commit in commit_patches(git_dir, list(dict.fromkeys(present))):
+    for commit in patches.patches(list(dict.fromkeys(present))):
         try:
             results[commit.sha] = _extract_commit(reader, commit, config)
         except Dropped as dropped:

@@ -11,6 +11,7 @@ PR of that repository and by every later run.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -20,8 +21,6 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import git
 
 REGULAR_MODES = frozenset({"100644", "100755"})
 SYMLINK_MODE = "120000"
@@ -96,6 +95,8 @@ def ensure_bare_clone(cache: Path, repo: str, url: str) -> Path:
     dest = cache / repo_key(repo)
     if (dest / "HEAD").exists():
         return dest
+    import git  # GitPython: only to clone (about 30 ms of import that a warm cache never needs)
+
     cache.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=cache))
     try:
@@ -110,6 +111,13 @@ def ensure_bare_clone(cache: Path, repo: str, url: str) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def blob_id(data: bytes) -> str:
+    """The sha git names a blob with these contents by (`git hash-object`)."""
+    digest = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
+    digest.update(data)
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -161,6 +169,9 @@ class ObjectReader:
             stderr=subprocess.DEVNULL,
             env=safe_env(),
         )
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
 
     def close(self) -> None:
         if self._proc.poll() is None:
@@ -235,6 +246,14 @@ class ObjectReader:
             found[sha] = answer[1]
             self._remember(sha, answer[1])
         return found
+
+    def offer(self, sha: str, data: bytes) -> bool:
+        """Cache contents computed elsewhere (a file rebuilt from its patch) as blob `sha`, if they are
+        that blob: True when they hash to `sha`, so that the caller need not ask git for them."""
+        if blob_id(data) != sha:
+            return False
+        self._remember(sha, data)
+        return True
 
     def blob(self, sha: str) -> bytes:
         return self.blobs([sha])[sha]

@@ -229,6 +229,7 @@ class _Pipeline:
                         git_dirs=self._git_dirs(index),
                         config=self.config,
                     ),
+                    index,
                 )
             self.preparing.append((index, task))
             self._advance(block=False)
@@ -294,6 +295,7 @@ class _Pipeline:
                     git_dirs=self._git_dirs(index),
                     config=self.config,
                 ),
+                index,
             )
         self.rendering.append((index, task))
 

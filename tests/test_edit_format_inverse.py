@@ -187,3 +187,36 @@ def test_round_trip_on_random_contents(case, context_lines):
             canonical_answer(old, new, context_lines=context_lines)
         return
     round_trip(old, new, context_lines=context_lines)
+
+
+# Texts made of marker lines, marker fragments and fences: where the block parser can be confused.
+MARKERISH = st.lists(
+    st.sampled_from(["=======", "==", ">>>>>>> REPLACE", ">>>>>>> REPLACE x", "```", "x", "", "### p"]),
+    max_size=5,
+).map("\n".join)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    path=st.sampled_from(["a.py", "a b.py ", "x\ny.py", "```", "a.py\n```"]),
+    search=MARKERISH,
+    replace=MARKERISH,
+)
+def test_collision_shortcut_agrees_with_the_parser(path, search, replace):
+    """`_collides` answers without parsing when no marker occurs; it must agree with a parse."""
+    from swerl.edit_format.inverse import _collides
+
+    edit = SearchReplace(path, search, replace)
+    assert _collides(edit) == (parse_edits(edits_to_text([edit])) != [edit])
+
+
+def test_a_failing_check_reports_the_first_mode_that_fails():
+    """Strict mode is tried first (it settles both modes when it passes); when it fails, the error
+    still names the first mode, in order, that does not reproduce the new contents."""
+    from swerl.edit_format.inverse import _reproduces_strictly
+
+    old = {"a.py": "x\ny\nx\n"}
+    ambiguous = [SearchReplace("a.py", "x", "z")]
+    assert not _reproduces_strictly(old, ambiguous, {"a.py": "z\ny\nz\n"})
+    assert apply_edits(old, ambiguous) == {"a.py": "z\ny\nz\n"}
+    assert _reproduces_strictly(old, [SearchReplace("a.py", "y", "w")], {"a.py": "x\nw\nx\n"})

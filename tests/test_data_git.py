@@ -1,0 +1,139 @@
+"""The git readers of the data pipeline: patches from the persistent `git diff-tree` are the bytes `git log
+-p` gives, batch after batch; an abandoned batch never leaks into the next one; blobs rebuilt from a
+patch are taken only when they hash to the blob's id."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from data_pipeline import commits as commits_module
+from data_pipeline.commits import FileChange, PatchReader, _parse_commit
+from data_pipeline.extract import _rebuild
+from data_pipeline.gitstore import ObjectReader, blob_id, git_argv, safe_env
+from data_pipeline.synthetic import edge_case_history
+from swerl.edit_format import parse_patch
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("git") / "repo"
+    edge_case_history(path)
+    return path / ".git"
+
+
+def _git(git_dir: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    return subprocess.run(
+        git_argv(git_dir, *args), input=stdin, capture_output=True, check=True, env=safe_env()
+    ).stdout
+
+
+def _log_records(git_dir: Path, shas: list[str]) -> list[tuple[str, str | None, list[tuple[str, bytes]]]]:
+    """What the pipeline read before the persistent reader: one `git log -p` over the commits."""
+    out = _git(
+        git_dir,
+        "log",
+        "--no-walk=unsorted",
+        "--stdin",
+        "--diff-merges=first-parent",
+        "--no-renames",
+        "--raw",
+        "-p",
+        "--full-index",
+        "--no-abbrev",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-color",
+        "--format=%x1e%H %P",
+        stdin="".join(sha + "\n" for sha in shas).encode(),
+    )
+    return [_summary(_parse_commit(record)) for record in out.split(b"\x1e") if record]
+
+
+def _summary(commit: commits_module.CommitPatch) -> tuple[str, str | None, list[tuple[str, bytes]]]:
+    return commit.sha, commit.parent, [(change.path, change.patch) for change in commit.changes]
+
+
+def test_patches_equal_git_log_across_batches_and_calls(repo, monkeypatch):
+    shas = _git(repo, "rev-list", "--reverse", "HEAD").decode().split()  # the root commit included
+    merges = _git(repo, "rev-list", "--merges", "HEAD").decode().split()
+    assert merges and shas[0] not in merges
+    monkeypatch.setattr(PatchReader, "_BATCH", 3)
+    reader = PatchReader(repo)
+    try:
+        half = len(shas) // 2
+        got = [_summary(c) for c in reader.patches(shas[:half])]
+        got += [_summary(c) for c in reader.patches([])]
+        got += [_summary(c) for c in reader.patches(shas[half:])]
+    finally:
+        reader.close()
+    assert got == _log_records(repo, shas)
+    assert got[0][1] is None  # the root commit: diffed against the empty tree, no parent
+
+
+def test_a_batch_abandoned_midway_ends_the_reader(repo):
+    shas = _git(repo, "rev-list", "HEAD").decode().split()
+    reader = PatchReader(repo)
+    stream = reader.patches(shas)
+    next(stream)
+    stream.close()  # the rest of the batch's answer is still in the pipe
+    assert not reader.alive()
+    fresh = PatchReader(repo)
+    try:
+        assert [_summary(c) for c in fresh.patches(shas[:2])] == _log_records(repo, shas[:2])
+    finally:
+        fresh.close()
+
+
+def test_names_that_are_not_full_ids_give_nothing_and_corrupt_nothing(repo):
+    """diff-tree echoes a line it cannot read as an id; such names are never sent (`git log` answered
+    them under the full id, which the caller did not look for either)."""
+    shas = _git(repo, "rev-list", "--max-count=3", "HEAD").decode().split()
+    reader = PatchReader(repo)
+    try:
+        got = [_summary(c) for c in reader.patches([shas[0][:12], shas[1], "HEAD", shas[2]])]
+    finally:
+        reader.close()
+    assert got == _log_records(repo, shas[1:])
+
+
+def test_blob_id_is_git_hash_object_and_offer_checks_it(repo):
+    data = b"print('hi')\n\xc3\xa9\n"
+    sha = _git(repo, "hash-object", "--stdin", stdin=data).decode().strip()
+    assert blob_id(data) == sha
+    with ObjectReader(repo) as reader:
+        assert not reader.offer(sha, data + b"x")
+        assert reader.offer(sha, data)
+        assert reader.blobs([sha]) == {sha: data}  # served from the cache: git never stored it
+
+
+class _Offers:
+    """An object reader that only checks offered contents."""
+
+    def offer(self, sha: str, data: bytes) -> bool:
+        return blob_id(data) == sha
+
+
+def _change(path: str, old: bytes, new: bytes, patch: str) -> FileChange:
+    return FileChange(path, "M", "100644", "100644", blob_id(old), blob_id(new), patch.encode())
+
+
+def test_rebuilt_blobs_are_taken_only_when_their_id_matches():
+    old, new = b"a\nb\n", b"a\nc\n"
+    patch = "diff --git a/f.py b/f.py\n--- a/f.py\n+++ b/f.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
+    good = _change("f.py", old, new, patch)
+    blobs = {good.old_sha: old}
+    assert _rebuild(_Offers(), blobs, [good], parse_patch(patch)) == {"f.py": "a\nc\n"}  # type: ignore[arg-type]
+    assert blobs[good.new_sha] == new
+    # A new blob id that the rebuilt text does not hash to (git's contents differ): left for git to read.
+    wrong = _change("f.py", old, b"a\nc", patch)
+    blobs = {wrong.old_sha: old}
+    _rebuild(_Offers(), blobs, [wrong], parse_patch(patch))  # type: ignore[arg-type]
+    assert wrong.new_sha not in blobs
+    # A base that is not UTF-8 or a patch that does not apply: nothing rebuilt, git reads every blob.
+    latin = _change("f.py", b"\xe9\n", new, patch)
+    assert _rebuild(_Offers(), {latin.old_sha: b"\xe9\n"}, [latin], parse_patch(patch)) is None  # type: ignore[arg-type]
+    other = _change("f.py", b"x\ny\n", new, patch)
+    assert _rebuild(_Offers(), {other.old_sha: b"x\ny\n"}, [other], parse_patch(patch)) is None  # type: ignore[arg-type]
