@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_pipeline.gitstore import GitError, git_argv, safe_env
+from data_pipeline.gitstore import GitError, GitPipe, git_argv, safe_env
 
 _RECORD = b"\x1e"
 _FIELD = "\x1f"
@@ -153,7 +153,7 @@ _DIFF_OPTIONS = (
 )
 
 
-class PatchReader:
+class PatchReader(GitPipe):
     """Commits with their raw changes and patch against their first parent, from one persistent
     `git diff-tree --stdin` per repository and process (external diff drivers and textconv off, so the
     patch is git's own view of the bytes).
@@ -174,24 +174,7 @@ class PatchReader:
     _END = b"swerl: end of batch\n"
 
     def __init__(self, git_dir: Path) -> None:
-        self._proc = subprocess.Popen(
-            git_argv(git_dir, "diff-tree", "--stdin", *_DIFF_OPTIONS),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=safe_env(),
-        )
-
-    def alive(self) -> bool:
-        return self._proc.poll() is None
-
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            assert self._proc.stdin is not None
-            self._proc.stdin.close()
-            self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
+        super().__init__(git_dir, "diff-tree", "--stdin", *_DIFF_OPTIONS)
 
     def patches(self, shas: list[str]) -> Iterator[CommitPatch]:
         """Each commit of `shas` (existing commits, same order) diffed against its first parent; a

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 REGULAR_MODES = frozenset({"100644", "100755"})
 SYMLINK_MODE = "120000"
@@ -129,7 +130,42 @@ class TreeEntry:
     sha: str
 
 
-class ObjectReader:
+class GitPipe:
+    """One long-lived git process fed object names on stdin (`cat-file --batch`, `diff-tree --stdin`).
+
+    Starting git per request would cost more than most answers, so readers keep one process per
+    repository and worker. `alive` lets a caller replace a process that was ended on purpose (a reader
+    abandoned mid-answer kills it, so a stale answer can never be read as the next one's).
+    """
+
+    def __init__(self, git_dir: Path, *args: str) -> None:
+        self._proc = subprocess.Popen(
+            git_argv(git_dir, *args),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=safe_env(),
+        )
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ObjectReader(GitPipe):
     """Objects of one bare repository through one persistent `git cat-file --batch` process.
 
     Requests are pipelined: `blobs` writes a batch of shas and then reads the answers, so a PR's files
@@ -162,30 +198,7 @@ class ObjectReader:
         self.listing_cache_entries = listing_cache_entries
         self._listings: OrderedDict[tuple[str, str], list[TreeEntry]] = OrderedDict()
         self._listed = 0
-        self._proc = subprocess.Popen(
-            git_argv(git_dir, "cat-file", "--batch"),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=safe_env(),
-        )
-
-    def alive(self) -> bool:
-        return self._proc.poll() is None
-
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            assert self._proc.stdin is not None
-            self._proc.stdin.close()
-            self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
-
-    def __enter__(self) -> ObjectReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(git_dir, "cat-file", "--batch")
 
     def _request(self, refs: list[str]) -> list[tuple[str, bytes] | None]:
         """(type, data) per ref, None where git says it is missing; one write, then every answer."""

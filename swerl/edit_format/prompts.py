@@ -26,10 +26,8 @@ SYSTEM_PROMPT = (
     "Use each of these four tags exactly once."
 )
 
-_INSTRUCTIONS = """\
-Find the cause of the issue in the files above and fix it with SEARCH/REPLACE edits. Put each edit \
-in its own fenced code block, written exactly like this:
-
+# The one example block both styles show; it is itself in the exact format `parse_edits` reads.
+_EXAMPLE = """\
 ```python
 ### path/to/file.py
 <<<<<<< SEARCH
@@ -37,7 +35,13 @@ in its own fenced code block, written exactly like this:
 =======
 (lines to put instead)
 >>>>>>> REPLACE
-```
+```"""
+
+_INSTRUCTIONS = f"""\
+Find the cause of the issue in the files above and fix it with SEARCH/REPLACE edits. Put each edit \
+in its own fenced code block, written exactly like this:
+
+{_EXAMPLE}
 
 Rules:
 - The line after the opening fence is `### ` followed by the file path as shown above.
@@ -51,16 +55,7 @@ COMPACT_SYSTEM_PROMPT = (
     "<solution> </solution>."
 )
 
-_COMPACT_INSTRUCTIONS = """\
-Answer with edits like:
-```python
-### path/to/file.py
-<<<<<<< SEARCH
-(exact lines to find)
-=======
-(lines to put instead)
->>>>>>> REPLACE
-```"""
+_COMPACT_INSTRUCTIONS = f"Answer with edits like:\n{_EXAMPLE}"
 
 _INSTRUCTIONS_BY_STYLE: dict[str, str] = {"full": _INSTRUCTIONS, "compact": _COMPACT_INSTRUCTIONS}
 _SYSTEM_BY_STYLE: dict[str, str] = {"full": SYSTEM_PROMPT, "compact": COMPACT_SYSTEM_PROMPT}
