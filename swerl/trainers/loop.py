@@ -1,4 +1,4 @@
-"""The loop every RL trainer shares: resume, log, step, checkpoint, final save.
+"""The loop every trainer shares (GRPO, RLEF, SFT): resume, log, step, checkpoint, final save.
 
 A trainer subclasses `TrainLoop`, builds its pieces in `__init__` after `super().__init__`, and writes
 `train_step()`; what differs in the saved state (GRPO's token count, RLEF's critic) goes in
@@ -33,7 +33,8 @@ class TrainLoop:
     def __init__(self, config: Any, tokenizer: Any, progress: bool = True) -> None:
         self.config = config
         self.dist = init_distributed()
-        if config.prompts_per_step % self.dist.world_size:
+        # RL trainers keep whole prompt groups on one rank; SFT has no groups (no `prompts_per_step`).
+        if getattr(config, "prompts_per_step", 0) % self.dist.world_size:
             raise ValueError("prompts_per_step must be a multiple of the number of processes")
         seed_everything(config.seed + self.dist.rank)
         self.tokenizer = tokenizer
@@ -47,27 +48,32 @@ class TrainLoop:
         ckpt = resolve_resume(cfg)
         if ckpt is not None:
             self.load(ckpt)
+        total = self.max_steps()
         log = MetricsLogger(
             self.run_dir,
             enabled=self.dist.is_main,
-            total_steps=cfg.max_steps,
+            total_steps=total,
             initial_step=self.step,
             tensorboard=cfg.report_to_tensorboard,
             progress=self.progress,
             desc=self.desc,
         )
         history = []
-        while self.step < cfg.max_steps:
+        while self.step < total:
             metrics = self.train_step()
             self.step += 1
             history.append(metrics)
-            if self.step % cfg.logging_steps == 0 or self.step == cfg.max_steps:
+            if self.step % cfg.logging_steps == 0 or self.step == total:
                 log.log(self.step, metrics)
-            if cfg.save_steps and self.step % cfg.save_steps == 0 and self.step < cfg.max_steps:
+            if cfg.save_steps and self.step % cfg.save_steps == 0 and self.step < total:
                 self.save(self.run_dir / f"checkpoint-{self.step}")
         self.save_final()
         log.close()
         return history
+
+    def max_steps(self) -> int:
+        """Where `train()` stops (SFT also stops at the end of its epochs)."""
+        return self.config.max_steps
 
     def train_step(self) -> dict[str, float]:
         raise NotImplementedError

@@ -18,12 +18,12 @@ import torch
 import yaml
 
 from swerl.edit_format import canonical_answer
-from swerl.learner import Learner, MetricsLogger, init_distributed
-from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
+from swerl.learner import Learner
 from swerl.learner.dist import all_reduce
 from swerl.trainers.common import completion_logprobs, evaluate, pack_sequences, resolve_resume
 from swerl.trainers.config import SFTConfig
 from swerl.trainers.data import EpochSampler, Example, rank_slice
+from swerl.trainers.loop import TrainLoop, pad_id
 from swerl.trainers.rewards import GroupReward
 
 
@@ -77,8 +77,11 @@ def build_sft_examples(
     return out, skipped
 
 
-class SFTTrainer:
-    """`train()` runs the loop; `evaluate()` samples held-out answers to measure the malformed rate."""
+class SFTTrainer(TrainLoop):
+    """`train()` runs the shared loop (resume, logging, checkpoints); `evaluate()` samples held-out answers
+    to measure the malformed rate."""
+
+    desc = "sft"
 
     def __init__(
         self,
@@ -93,10 +96,7 @@ class SFTTrainer:
         progress: bool = True,
         context_lines: int = 1,
     ) -> None:
-        self.config = config
-        self.dist = init_distributed()
-        seed_everything(config.seed + self.dist.rank)
-        self.tokenizer = tokenizer
+        super().__init__(config, tokenizer, progress)
         self.examples, self.skipped = build_sft_examples(
             train_examples, tokenizer, config.max_seq_length, context_lines=context_lines
         )
@@ -104,61 +104,30 @@ class SFTTrainer:
             raise ValueError("no SFT example has a canonical answer that fits max_seq_length")
         self.eval_examples = list(eval_examples)
         self.reward_fn = reward_fn
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_id = pad_id(tokenizer, model)
         self.learner = Learner(model, config, config.max_steps, self.dist)
         self._engine = engine
         self.sampler = EpochSampler(len(self.examples), config.seed)
-        self.step = 0
-        self.run_dir = Path(config.output_dir)
-        self.progress = progress
 
-    def train(self) -> list[dict[str, float]]:
-        cfg, dist = self.config, self.dist
-        batch_size = cfg.per_device_train_batch_size * dist.world_size
+    def max_steps(self) -> int:
+        """`max_steps`, or fewer when `num_train_epochs` over the examples ends first."""
+        cfg = self.config
+        batch_size = cfg.per_device_train_batch_size * self.dist.world_size
         steps_per_epoch = max(1, len(self.examples) // batch_size)
-        max_steps = min(cfg.max_steps, cfg.num_train_epochs * steps_per_epoch)
-        ckpt = resolve_resume(cfg)
-        if ckpt is not None:
-            state = load_checkpoint(ckpt, self.learner, dist)
-            self.step = state["step"]
-            self.sampler.load_state_dict(state["sampler"])
-        log = MetricsLogger(
-            self.run_dir,
-            enabled=dist.is_main,
-            total_steps=max_steps,
-            initial_step=self.step,
-            tensorboard=cfg.report_to_tensorboard,
-            progress=self.progress,
-            desc="sft",
-        )
-        history = []
-        while self.step < max_steps:
-            t0 = time.perf_counter()
-            rows = rank_slice(self.sampler.next_batch(batch_size), dist.rank, dist.world_size)
-            metrics = self.train_on([self.examples[i] for i in rows])
-            self.step += 1
-            metrics["epoch"] = self.sampler.epoch + self.sampler.position / len(self.examples)
-            metrics["step_time"] = time.perf_counter() - t0
-            metrics["tokens_per_second"] = metrics["num_tokens_step"] / metrics["step_time"]
-            if cfg.eval_every and self.eval_examples and self.step % cfg.eval_every == 0:
-                metrics.update(self.eval_metrics())
-            history.append(metrics)
-            if self.step % cfg.logging_steps == 0 or self.step == max_steps:
-                log.log(self.step, metrics)
-            if cfg.save_steps and self.step % cfg.save_steps == 0 and self.step < max_steps:
-                state = {"step": self.step, "sampler": self.sampler.state_dict()}
-                save_checkpoint(
-                    self.run_dir,
-                    self.step,
-                    self.learner,
-                    self.tokenizer,
-                    state,
-                    dist,
-                    keep=cfg.save_total_limit,
-                )
-        self.learner.save_pretrained(self.run_dir / "final", self.tokenizer)
-        log.close()
-        return history
+        return min(cfg.max_steps, cfg.num_train_epochs * steps_per_epoch)
+
+    def train_step(self) -> dict[str, float]:
+        cfg, dist = self.config, self.dist
+        t0 = time.perf_counter()
+        batch_size = cfg.per_device_train_batch_size * dist.world_size
+        rows = rank_slice(self.sampler.next_batch(batch_size), dist.rank, dist.world_size)
+        metrics = self.train_on([self.examples[i] for i in rows])
+        metrics["epoch"] = self.sampler.epoch + self.sampler.position / len(self.examples)
+        metrics["step_time"] = time.perf_counter() - t0
+        metrics["tokens_per_second"] = metrics["num_tokens_step"] / metrics["step_time"]
+        if cfg.eval_every and self.eval_examples and (self.step + 1) % cfg.eval_every == 0:
+            metrics.update(self.eval_metrics())
+        return metrics
 
     def train_on(self, examples: list[SFTExample]) -> dict[str, float]:
         """One optimizer step: NLL of the target tokens, token-mean over every rank's examples."""
