@@ -13,7 +13,7 @@ setup-dev:
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/bootstrap.sh dev
 
 demo: setup
-	$(BIN)/swerl reward demo
+	$(BIN)/swerl quickstart
 
 system-deps:
 	scripts/system_deps.sh

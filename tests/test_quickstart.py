@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from swerl.cli.quickstart import build_repo, mine_rows
+from swerl.edit_format import build_messages
 from swerl.reward.batch import coerce_contents
 
 
@@ -54,5 +55,10 @@ def test_quickstart_small_end_to_end(tmp_path: Path) -> None:
         "eval_samples_after.jsonl",
     ):
         assert (out / path).exists(), path
+    # The training data holds the compact prompts the model was trained on (served the same way).
+    first = json.loads((out / "data" / "train.jsonl").read_text().splitlines()[0])
+    assert first["prompt"] == build_messages(
+        first["problem_statement"], coerce_contents(first["code_context"], "c"), style="compact"
+    )
     rows = [json.loads(line) for line in (out / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and "reward" in rows[0] and "malformed_rate" in rows[0]

@@ -6,11 +6,12 @@
             issue, the files before (code_context) and after (oracle_new_content) and the chat prompt.
 3. model  — a tiny Llama whose byte-level BPE tokenizer is trained on these prompts and their canonical
             answers (so the fixed instructions and the answer format take few tokens).
-4. SFT    — warm-up on canonical answers until most held-out answers are well formed (or its time share).
+4. SFT    — warm-up on canonical answers until most held-out answers are well formed, the held-out
+            reward stops improving, or its time share is spent.
 5. GRPO   — steps with the SWE-RL similarity reward.
 6. report — held-out mean reward and malformed rate before and after GRPO; plots; where everything is.
 
-`--minutes` is the budget of the whole run on a 2-core CPU: SFT gets up to two thirds, GRPO what is
+`--minutes` is the budget of the whole run on a 2-core CPU: SFT gets up to 55% of it, GRPO what is
 left after the before/after evaluations; `--size small` is a smaller and faster variant for tests.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import random
 import re
@@ -28,7 +30,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from swerl.edit_format.prompts import PromptStyle
 from swerl.synth_repo import git, stdlib_sources
+
+# The tiny model's prompts are a few hundred tokens, most of them fixed instructions: the compact style
+# nearly halves every SFT and GRPO step (see swerl.edit_format.prompts).
+PROMPT_STYLE: PromptStyle = "compact"
+# SFT's share of the time left after the data and the model are built, and how many held-out
+# evaluations in a row without a better reward end it early.
+SFT_SHARE = 0.55
+SFT_PATIENCE = 3
 
 # Single-token fixes a reader can name in the issue ("use `<=` instead of `<`").
 _SWAPS = (
@@ -63,7 +74,7 @@ SIZES: dict[str, dict[str, int]] = {
         "generations": 8,
         "prompts": 4,
         "max_new_tokens": 96,
-        "sft_chunk": 40,
+        "sft_chunk": 100,
     },
     "small": {
         "files": 12,
@@ -93,7 +104,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/quickstart"), help="where everything goes")
     parser.add_argument("--minutes", type=float, default=9.0, help="budget of the whole run (default 9)")
     parser.add_argument("--size", choices=sorted(SIZES), default="default", help="data and model size")
-    parser.add_argument("--eval-size", type=int, default=32, help="held-out rows")
+    parser.add_argument("--eval-size", type=int, default=64, help="held-out rows")
     parser.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps (default: fill the budget)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -226,6 +237,16 @@ def mine_rows(repo: Path, out: Path, quiet: bool) -> tuple[list[dict[str, Any]],
     return read_rows(out / "mined" / "data"), summary.report()
 
 
+def restyle(rows: list[dict[str, Any]], style: PromptStyle) -> None:
+    """Re-render each row's stored prompt in `style` (same issue and files, in the same order)."""
+    from swerl.edit_format import build_messages
+    from swerl.reward.batch import coerce_contents
+
+    for row in rows:
+        context = coerce_contents(row["code_context"], "code_context")
+        row["prompt"] = build_messages(row["problem_statement"], list(context.items()), style=style)
+
+
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows), encoding="utf-8")
@@ -277,6 +298,7 @@ def _run(args: argparse.Namespace) -> int:
     commits = build_repo(repo, size["files"], size["lines"], size["commits"], args.seed)
     say(f"repo: {commits} fix PRs at {repo}")
     rows, report = mine_rows(repo, out, args.quiet)
+    restyle(rows, PROMPT_STYLE)
     rows.sort(key=lambda r: r["instance_id"])
     random.Random(args.seed).shuffle(rows)
     eval_rows, train_rows = rows[: args.eval_size], rows[args.eval_size :]
@@ -331,14 +353,26 @@ def _run(args: argparse.Namespace) -> int:
         progress=False,
         context_lines=0,  # the shortest canonical answers: SEARCH is the quoted line when it is unique
     )
-    sft_deadline = time.perf_counter() + 0.65 * left()
+    # SFT ends when most held-out answers are well formed, when the held-out reward has stopped improving
+    # (the tiny model then memorises its training answers instead of learning to copy, and GRPO, which
+    # is rewarded on fresh samples, gains more from the time), or at its share of the budget.
+    sft_deadline = time.perf_counter() + SFT_SHARE * left()
     chunk = size["sft_chunk"]
+    best, stale, per_step = -math.inf, 0, 0.0
     while True:
-        sft.config.max_steps = sft.step + chunk
+        # The last chunk is cut to what fits before the deadline at the pace measured so far: on a busy
+        # machine a whole chunk could overrun the budget.
+        steps = chunk if not per_step else min(chunk, int((sft_deadline - time.perf_counter()) / per_step))
+        if steps < chunk // 4:
+            break
+        began = time.perf_counter()
+        sft.config.max_steps = sft.step + steps
         history = sft.train()
         report_sft = sft.evaluate()
+        per_step = (time.perf_counter() - began) / steps  # the evaluation included
         say(f"SFT step {sft.step}: loss {history[-1]['loss']:.3f}; held-out {report_sft.summary()}")
-        if report_sft.malformed_rate <= 0.25 or time.perf_counter() >= sft_deadline:
+        best, stale = (report_sft.mean_reward, 0) if report_sft.mean_reward > best else (best, stale + 1)
+        if report_sft.malformed_rate <= 0.25 or stale >= SFT_PATIENCE:
             break
     sft_dir = out / "sft" / "final"
 
@@ -367,9 +401,14 @@ def _run(args: argparse.Namespace) -> int:
     # fixed count with --grpo-steps): one step per `train()` call, the deadline checked between them.
     grpo_deadline = time.perf_counter() + left() - (1.5 * before.seconds + 10.0)
     target = args.grpo_steps if args.grpo_steps is not None else 100_000
-    while grpo.step < target and (args.grpo_steps is not None or time.perf_counter() < grpo_deadline):
+    recent: list[float] = []  # the last steps' wall times: a step must fit before the deadline
+    while grpo.step < target and (
+        args.grpo_steps is not None or time.perf_counter() + max(recent, default=0.0) < grpo_deadline
+    ):
+        began = time.perf_counter()
         grpo.config.max_steps = grpo.step + 1
         row = grpo.train()[-1]
+        recent = [*recent[-4:], time.perf_counter() - began]
         if grpo.step == 1 or grpo.step % 10 == 0:
             say(f"GRPO step {grpo.step}: {row['step_time']:.1f} s, reward {row['reward']:.3f}")
     after = grpo.evaluate()
