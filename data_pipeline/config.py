@@ -36,6 +36,15 @@ class ContextConfig:
     max_extra_files: int = 8
     max_candidate_files: int = 5_000
     seed: int = 0
+    # The prompt style of swerl.edit_format ("full" or "compact"); train and serve with the same one.
+    prompt_style: str = "full"
+
+    def __post_init__(self) -> None:
+        from swerl.edit_format import PROMPT_STYLES
+
+        if self.prompt_style not in PROMPT_STYLES:
+            choices = ", ".join(PROMPT_STYLES)
+            raise ValueError(f"prompt_style must be one of {choices}, got {self.prompt_style!r}")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from data_pipeline.filters import file_role
 from data_pipeline.gitstore import GitError, ObjectReader
 from data_pipeline.imports import ModuleIndex, imported_modules, module_names
 from data_pipeline.tokens import TokenCounter, count_composed, estimate_tokens, estimate_uncached
-from swerl.edit_format import SYSTEM_PROMPT, build_messages, render_repair_prompt
+from swerl.edit_format import build_messages, render_repair_prompt, system_prompt_for
 
 _CONTEXT_ROLES = frozenset({"source", "test"})
 # Per-file overhead of the rendered block (`### path`, two fences, blank line), in estimated tokens.
@@ -296,7 +296,8 @@ class ContextBuilder:
         The prompt is rendered once in the usual case, in its final (shuffled) order, and returned with
         its count so that the row does not render or count it again.
         """
-        overhead = self.count(SYSTEM_PROMPT) + self.count(render_repair_prompt(problem, []))
+        style = self.config.prompt_style
+        overhead = prompt_overhead(self.count, problem, style)
         budget = self.config.max_prompt_tokens - overhead
         used = sum(self.count(text) + _FILE_OVERHEAD for text in modified.values())
         if used > budget:
@@ -321,7 +322,7 @@ class ContextBuilder:
         while True:
             shown = list(files)
             random.Random(f"{self.config.seed}:{instance}").shuffle(shown)
-            messages = build_messages(problem, shown)
+            messages = build_messages(problem, shown, style=style)
             tokens = self.count(messages[0]["content"]) + count_composed(
                 self.count, messages[1]["content"], [text for _, text in shown]
             )
@@ -337,6 +338,11 @@ class ContextBuilder:
         return result
 
 
+def prompt_overhead(count: TokenCounter, problem: str, style: str) -> int:
+    """Tokens of the prompt before any file is added (system prompt, issue, instructions)."""
+    return count(system_prompt_for(style)) + count(render_repair_prompt(problem, [], style=style))
+
+
 def check_fits(
     config: ContextConfig, count: TokenCounter, instance: str, problem: str, modified: dict[str, str]
 ) -> None:
@@ -347,13 +353,13 @@ def check_fits(
     `build` raises when the modified files' estimate exceeds the budget, or when the prompt is still too
     long once every extra file is dropped, that is when the prompt of the modified files alone, in
     their shuffled order, is too long. Both depend on the modified files only."""
-    overhead = count(SYSTEM_PROMPT) + count(render_repair_prompt(problem, []))
+    overhead = prompt_overhead(count, problem, config.prompt_style)
     used = sum(count(text) + _FILE_OVERHEAD for text in modified.values())
     if used > config.max_prompt_tokens - overhead:
         raise Dropped("context_too_large", f"{used + overhead} tokens")
     shown = list(modified.items())
     random.Random(f"{config.seed}:{instance}").shuffle(shown)
-    messages = build_messages(problem, shown)
+    messages = build_messages(problem, shown, style=config.prompt_style)
     tokens = count(messages[0]["content"]) + count_composed(
         count, messages[1]["content"], [text for _, text in shown]
     )

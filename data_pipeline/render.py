@@ -15,19 +15,9 @@ from data_pipeline.context import ContextResult
 from data_pipeline.extract import Dropped, Extracted
 from data_pipeline.schema import Candidate
 from data_pipeline.tokens import TokenCounter
-from swerl.edit_format import SYSTEM_PROMPT, build_messages, canonical_answer, render_repair_prompt
+from swerl.edit_format import canonical_answer
 
 _SPACE = re.compile(r"\s+")
-
-
-def prompt_overhead(problem: str, count: TokenCounter) -> int:
-    """Tokens of the prompt before any file is added (system prompt, issue, instructions)."""
-    return count(SYSTEM_PROMPT) + count(render_repair_prompt(problem, []))
-
-
-def prompt_tokens(problem: str, files: list[tuple[str, str]], *, count: TokenCounter) -> int:
-    """Tokens of the chat messages exactly as the row stores them (system plus user message)."""
-    return sum(count(message["content"]) for message in build_messages(problem, files))
 
 
 def patch_fingerprint(patch: str) -> str:

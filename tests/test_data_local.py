@@ -12,12 +12,13 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from data_pipeline.config import FilterConfig, MineConfig
+from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
 from data_pipeline.runner import mine
 from data_pipeline.sources.local import LocalSource
 from data_pipeline.synthetic import edge_case_history
@@ -157,6 +158,26 @@ def test_parallel_run_gives_identical_rows(mined, tmp_path):
     source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
     mine(tmp_path / "out", source, CONFIG, workers=2, progress=False)
     assert read_dir(tmp_path / "out" / "data") == read_dir(mined["out"] / "data")
+
+
+def test_compact_prompt_style_renders_the_same_rows_with_less_overhead(mined, tmp_path):
+    source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
+    config = replace(CONFIG, context=ContextConfig(prompt_style="compact"))
+    mine(tmp_path / "out", source, config, workers=1, progress=False)
+    full = {row["instance_id"]: row for row in read_dir(mined["out"] / "data")}
+    compact = {row["instance_id"]: row for row in read_dir(tmp_path / "out" / "data")}
+    assert compact.keys() == full.keys()
+    for iid, row in compact.items():
+        context = [(f["path"], f["content"]) for f in row["code_context"]]
+        assert row["prompt"] == build_messages(row["problem_statement"], context, style="compact")
+        assert row["prompt_tokens"] <= config.context.max_prompt_tokens
+        # Where the same files are shown, the prompt is shorter; elsewhere the tokens the compact
+        # instructions free went to other or more context files.
+        if row["code_context"] == full[iid]["code_context"]:
+            assert row["prompt_tokens"] < full[iid]["prompt_tokens"]
+    assert sum(compact[i]["code_context"] == full[i]["code_context"] for i in compact) >= len(compact) / 2
+    with pytest.raises(ValueError, match="prompt_style must be one of full, compact"):
+        ContextConfig(prompt_style="terse")
 
 
 def test_changed_options_are_refused_in_an_existing_output(mined):

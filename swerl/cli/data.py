@@ -91,6 +91,12 @@ def register(groups: argparse._SubParsersAction) -> None:
         "--tokenizer", default=None, help="local HF tokenizer dir for exact counts (default: estimate)"
     )
     mine.add_argument(
+        "--prompt-style",
+        choices=("full", "compact"),
+        default="full",
+        help="prompt style of swerl.edit_format: full, or compact for small-context models (default full)",
+    )
+    mine.add_argument(
         "--dedup-threshold", type=float, default=0.9, help="near-duplicate Jaccard (default 0.9)"
     )
     mine.add_argument(
@@ -136,7 +142,11 @@ def _config(args: argparse.Namespace):
             max_file_bytes=args.max_file_bytes,
             require_issue=not args.allow_no_issue,
         ),
-        context=ContextConfig(max_prompt_tokens=args.max_prompt_tokens, max_extra_files=args.max_extra_files),
+        context=ContextConfig(
+            max_prompt_tokens=args.max_prompt_tokens,
+            max_extra_files=args.max_extra_files,
+            prompt_style=args.prompt_style,
+        ),
         shard_size=args.shard_size,
         decontaminate=not args.no_decontaminate,
         decontamination_ids=tuple(sorted(set(ids))),

@@ -219,7 +219,8 @@ def build_repo(repo: Path, files: int, lines: int, commits: int, seed: int) -> i
 
 
 def mine_rows(repo: Path, out: Path, quiet: bool) -> tuple[list[dict[str, Any]], str]:
-    """`swerl data mine --local REPO --max-extra-files 0` in process; returns the rows and the report."""
+    """`swerl data mine --local REPO --max-extra-files 0 --prompt-style compact` in process; returns the
+    rows and the report."""
     from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
     from data_pipeline.runner import mine
     from data_pipeline.sources.local import LocalSource
@@ -227,7 +228,7 @@ def mine_rows(repo: Path, out: Path, quiet: bool) -> tuple[list[dict[str, Any]],
 
     config = MineConfig(
         filters=FilterConfig(max_files=1, max_lines_changed=4),
-        context=ContextConfig(max_prompt_tokens=2048, max_extra_files=0),
+        context=ContextConfig(max_prompt_tokens=2048, max_extra_files=0, prompt_style=PROMPT_STYLE),
         shard_size=256,
         # Tiny files: two fixes of one file share most shingles; only drop true repeats.
         dedup_threshold=0.97,
@@ -235,16 +236,6 @@ def mine_rows(repo: Path, out: Path, quiet: bool) -> tuple[list[dict[str, Any]],
     source = LocalSource(repo, out / "clones", repo="quickstart/demo")
     summary = mine(out / "mined", source, config, workers=1, progress=not quiet)
     return read_rows(out / "mined" / "data"), summary.report()
-
-
-def restyle(rows: list[dict[str, Any]], style: PromptStyle) -> None:
-    """Re-render each row's stored prompt in `style` (same issue and files, in the same order)."""
-    from swerl.edit_format import build_messages
-    from swerl.reward.batch import coerce_contents
-
-    for row in rows:
-        context = coerce_contents(row["code_context"], "code_context")
-        row["prompt"] = build_messages(row["problem_statement"], list(context.items()), style=style)
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -298,7 +289,6 @@ def _run(args: argparse.Namespace) -> int:
     commits = build_repo(repo, size["files"], size["lines"], size["commits"], args.seed)
     say(f"repo: {commits} fix PRs at {repo}")
     rows, report = mine_rows(repo, out, args.quiet)
-    restyle(rows, PROMPT_STYLE)
     rows.sort(key=lambda r: r["instance_id"])
     random.Random(args.seed).shuffle(rows)
     eval_rows, train_rows = rows[: args.eval_size], rows[args.eval_size :]
