@@ -83,6 +83,15 @@ def test_eval_cli_with_and_without_feedback(tiny_dir: Path, tmp_path: Path) -> N
         parse_nk("3")
 
 
+def test_wrong_constant_variant_changes_only_the_last_literal() -> None:
+    """The off-by-one variant is the constant copied wrong from the statement; other literals stay."""
+    from swerl.trainers.dialog import corrupted_solutions
+
+    code = "a = list(map(int, input().split()))\nprint(sum(1 for x in a if x > 9))\n"
+    assert corrupted_solutions(code)[-1] == code.replace("> 9", "> 10")
+    assert len(corrupted_solutions("print(len(input().split()))")) == 2  # no literal, no third variant
+
+
 def test_fix_dialogs_show_real_feedback_then_the_reference(tiny_dir: Path) -> None:
     """Multi-turn warm-up examples: a wrong answer, the sandbox's feedback on it, the reference as target."""
     from swerl.models.tiny import load_model_and_tokenizer
@@ -96,8 +105,10 @@ def test_fix_dialogs_show_real_feedback_then_the_reference(tiny_dir: Path) -> No
         return list(tokenizer(f"```python\n{code}```<|im_end|>", add_special_tokens=False)["input_ids"])
 
     pairs = feedback_fix_dialogs(renderer, tasks, sandbox_judge(), answer_ids)
-    assert len(pairs) == 2 * len(tasks)  # every corrupted variant really fails its public tests
-    for (context, target), task in zip(pairs, [t for t in tasks for _ in range(2)], strict=True):
+    variants = [t for t in tasks for _ in corrupted_solutions(t.problem.python_solutions[0])]
+    assert len(variants) == 3 * len(tasks)  # "print(n + k)": the off-by-one constant is a third variant
+    assert len(pairs) == len(variants)  # every corrupted variant really fails its public tests
+    for (context, target), task in zip(pairs, variants, strict=True):
         prompt = renderer.prompt_ids(task)
         assert context[: len(prompt)] == prompt
         dialog = tokenizer.decode(context[len(prompt) :])
@@ -115,6 +126,7 @@ def test_short_learning_run(tiny_dir: Path, tmp_path: Path) -> None:
         f"model_name_or_path={tiny_dir}",
         f"output_dir={tmp_path / 'run'}",
         "eval_file=bundled:valid",
+        "max_train_samples=16",
         "max_eval_samples=2",
         "eval_samples=2",
         "sft_warmup_steps=4",

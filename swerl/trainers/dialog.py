@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -386,10 +387,17 @@ def _judge_private(episodes: Sequence[Episode], judge: Judge, all_turns: bool) -
 
 # ------------------------------------------------------------------------------------ SFT warm-up
 def corrupted_solutions(code: str) -> list[str]:
-    """Wrong variants of a correct program, as a model gets them wrong: a stray extra output line, and a
-    crash (a name that does not exist) before any output."""
+    """Wrong variants of a correct program, as a model gets them wrong: a stray extra output line, a
+    crash (a name that does not exist) before any output, and, when the program has an integer literal,
+    its last one off by one (a constant not copied right from the statement, the commonest miss of a
+    small model on the bundled problems; the feedback's expected output then points at the fix)."""
     body = code.rstrip()
-    return [f"{body}\nprint(0)\n", f"answer = solve_input()\n{body}\n"]
+    variants = [f"{body}\nprint(0)\n", f"answer = solve_input()\n{body}\n"]
+    literals = list(re.finditer(r"\d+", body))
+    if literals:
+        last = literals[-1]
+        variants.append(f"{body[: last.start()]}{int(last.group()) + 1}{body[last.end() :]}\n")
+    return variants
 
 
 def feedback_fix_dialogs(

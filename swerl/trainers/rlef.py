@@ -584,7 +584,7 @@ def run(config: RLEFConfig, progress: bool = True, judge: Judge | None = None) -
     from swerl.trainers.dialog import sandbox_judge
 
     ckpt, model, tokenizer = load_run(config)
-    tasks = load_tasks(config.train_file)
+    tasks = load_tasks(config.train_file)[: config.max_train_samples]
     eval_tasks = load_tasks(config.eval_file)[: config.max_eval_samples] if config.eval_file else []
     judge = judge or sandbox_judge(workers=config.sandbox_workers)
     out: dict[str, Any] = {"train_problems": len(tasks), "eval_problems": len(eval_tasks)}

@@ -4,7 +4,14 @@ Why templates: the CPU learning run needs problems a 1M-parameter model can solv
 held-out split. Each family ("print n + k", "repeat the word k times", ...) is instantiated with several
 values of its parameter k; train gets k in TRAIN_KS, valid and test get values never seen in training,
 so a held-out solve means the model read the statement, not that it memorised the problem. Families
-without a parameter are train-only. Tests are drawn from a fixed seed, so the files are reproducible:
+without a parameter are train-only.
+
+Why train also has two-digit constants (TRAIN_KS_WIDE): digits are single tokens, and with only k in
+{2..6} the tokens "7", "8" and "9" were never a target anywhere in the training answers, so no amount
+of reading could make the model write them (its logits were only ever pushed down). Constants such as
+18 and 39 make every digit a copied target while the held-out constants 7, 8 and 9 stay unseen.
+
+Tests are drawn from a fixed seed, so the files are reproducible:
 
     python -m swerl.data.rlef_problems.generate      # rewrites train/valid/test.jsonl next to this file
 """
@@ -19,6 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 TRAIN_KS = (2, 3, 4, 5, 6)
+TRAIN_KS_WIDE = (10, 18, 23, 29, 34, 47, 56, 65, 71, 82, 93, 99)
 VALID_KS = (7,)
 TEST_KS = (8, 9)
 PUBLIC_TESTS = 2
@@ -274,6 +282,11 @@ def build(seed: int = 0) -> dict[str, list[dict]]:
             continue
         for split, ks in (("train", TRAIN_KS), ("valid", VALID_KS), ("test", TEST_KS)):
             splits[split].extend(problem(family, k, rng) for k in ks)
+    # Drawn last, from their own generator, so adding them left every other problem's tests unchanged.
+    wide_rng = random.Random(seed + 1)
+    for family in FAMILIES:
+        if family.takes_k:
+            splits["train"].extend(problem(family, k, wide_rng) for k in TRAIN_KS_WIDE)
     return splits
 
 
