@@ -92,3 +92,7 @@ def test_train_sft_then_grpo_then_plot(tmp_path: Path) -> None:
     args = parse(["plot", str(tmp_path / "grpo")])
     assert args.run(args) == 0
     assert (tmp_path / "grpo" / "plots" / "overview.png").exists()
+    # Smoothed: the raw per-step curve stays under the moving average (two lines per panel).
+    args = parse(["plot", str(tmp_path / "grpo"), "--smooth", "2", "--out", str(tmp_path / "smooth")])
+    assert args.run(args) == 0
+    assert (tmp_path / "smooth" / "reward.png").stat().st_size > 0

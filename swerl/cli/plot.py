@@ -58,6 +58,19 @@ def _series(rows: Sequence[dict[str, Any]], name: str, smooth: int) -> tuple[lis
     return steps, values
 
 
+def _draw(ax: Any, rows: Sequence[dict[str, Any]], name: str, smooth: int) -> None:
+    """One metric's curve: with smoothing, the per-step values stay visible (faint) under the moving
+    average, because RL metrics are noisy step to step and the average alone hides how noisy."""
+    steps, values = _series(rows, name, 1)
+    if smooth > 1:
+        ax.plot(steps, values, color="tab:blue", alpha=0.25, linewidth=0.8)
+        ax.plot(steps, _series(rows, name, smooth)[1], color="tab:blue", label=f"mean of {smooth} steps")
+        ax.legend(fontsize=7, loc="best")
+    else:
+        ax.plot(steps, values, marker="." if len(steps) < 50 else None)
+    ax.grid(alpha=0.3)
+
+
 def plot_run(
     run: Path, out: Path | None = None, metrics: Sequence[str] | None = None, smooth: int = 1
 ) -> list[Path]:
@@ -81,11 +94,9 @@ def plot_run(
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows), squeeze=False)
     written = []
     for ax, name in zip(axes.flat, names, strict=False):
-        steps, values = _series(rows, name, smooth)
-        ax.plot(steps, values, marker="." if len(steps) < 50 else None)
+        _draw(ax, rows, name, smooth)
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("step", fontsize=8)
-        ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
     fig.suptitle(str(run_dir.name))
@@ -95,12 +106,10 @@ def plot_run(
     plt.close(fig)
     written.append(overview)
     for name in names:
-        steps, values = _series(rows, name, smooth)
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.plot(steps, values)
+        _draw(ax, rows, name, smooth)
         ax.set_title(name)
         ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
         fig.tight_layout()
         path = out / (name.replace("/", "_") + ".png")
         fig.savefig(path, dpi=100)

@@ -406,7 +406,7 @@ def _run(args: argparse.Namespace) -> int:
     say(f"after {steps} GRPO steps: {after.summary()}")
 
     # 6. Report.
-    plots = plot_run(out / "grpo") + plot_run(out / "sft")
+    plots = plot_run(out / "grpo", smooth=10) + plot_run(out / "sft", smooth=10)
     summary = {
         "before": {"mean_reward": before.mean_reward, "malformed_rate": before.malformed_rate},
         "after": {"mean_reward": after.mean_reward, "malformed_rate": after.malformed_rate},
