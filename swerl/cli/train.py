@@ -1,4 +1,4 @@
-"""`swerl train grpo|sft --config FILE`: run a training job described by a YAML config.
+"""`swerl train grpo|sft|rlef --config FILE`: run a training job described by a YAML config.
 
 Multi-process runs use a launcher, which sets RANK/WORLD_SIZE/... for each process:
 
@@ -9,18 +9,26 @@ Multi-process runs use a launcher, which sets RANK/WORLD_SIZE/... for each proce
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from pathlib import Path
 
 from swerl.learner.dist import shutdown_distributed
-from swerl.trainers.config import C, GRPOConfig, SFTConfig
+from swerl.trainers.config import C
+
+# Subcommand -> (trainer module under swerl.trainers, its config class, what its run directory holds).
+_TRAINERS = {
+    "grpo": ("grpo", "GRPOConfig", "metrics.jsonl, final/"),
+    "sft": ("sft", "SFTConfig", "metrics.jsonl, final/"),
+    "rlef": ("rlef", "RLEFConfig", "metrics.jsonl, eval.json, final/"),
+}
 
 
 def register(groups: argparse._SubParsersAction) -> None:
     group = groups.add_parser(
         "train",
-        help="train a policy: GRPO with the SWE-RL reward, or the SFT baseline",
+        help="train a policy: GRPO with the SWE-RL reward, the SFT baseline, or RLEF",
         description="Train from a YAML config (see configs/ and docs/training.md). Every config field can be "
         "overridden with --set key=value.",
     )
@@ -49,7 +57,7 @@ def register(groups: argparse._SubParsersAction) -> None:
             help="continue from a checkpoint directory (default: the newest in output_dir)",
         )
         sub.add_argument("--quiet", action="store_true", help="no progress bar")
-        sub.set_defaults(run={"grpo": _run_grpo, "sft": _run_sft, "rlef": _run_rlef}[name])
+        sub.set_defaults(run=_run)
 
 
 def _load(cls: type[C], args: argparse.Namespace) -> C:
@@ -61,44 +69,17 @@ def _load(cls: type[C], args: argparse.Namespace) -> C:
     return config
 
 
-def _report(result: dict, output_dir: str) -> None:
-    if int(os.environ.get("RANK", "0")) != 0:
-        return
-    for key in ("eval_before", "eval_after"):
-        if key in result:
-            print(f"{key.replace('_', ' ')}: {result[key].summary()}", file=sys.stderr)
-    print(f"run directory: {output_dir} (metrics.jsonl, final/; plot with `swerl plot {output_dir}`)")
-
-
-def _run_grpo(args: argparse.Namespace) -> int:
-    from swerl.trainers import grpo
-
-    config = _load(GRPOConfig, args)
-    result = grpo.run(config, progress=not args.quiet)
-    shutdown_distributed()
-    _report(result, config.output_dir)
-    return 0
-
-
-def _run_sft(args: argparse.Namespace) -> int:
-    from swerl.trainers import sft
-
-    config = _load(SFTConfig, args)
-    result = sft.run(config, progress=not args.quiet)
-    shutdown_distributed()
-    _report(result, config.output_dir)
-    return 0
-
-
-def _run_rlef(args: argparse.Namespace) -> int:
-    from swerl.trainers import rlef
-
-    config = _load(rlef.RLEFConfig, args)
-    result = rlef.run(config, progress=not args.quiet)
+def _run(args: argparse.Namespace) -> int:
+    """Load the subcommand's config, run its trainer, report the held-out evaluations on rank 0."""
+    module_name, config_name, holds = _TRAINERS[args.command]
+    trainer = importlib.import_module(f"swerl.trainers.{module_name}")  # torch etc. only when training
+    config = _load(getattr(trainer, config_name), args)
+    result = trainer.run(config, progress=not args.quiet)
     shutdown_distributed()
     if int(os.environ.get("RANK", "0")) == 0:
         for key in ("eval_before", "eval_after"):
             if key in result:
                 print(f"{key.replace('_', ' ')}: {result[key].summary()}", file=sys.stderr)
-        print(f"run directory: {config.output_dir} (metrics.jsonl, eval.json, final/)")
+        out = config.output_dir
+        print(f"run directory: {out} ({holds}; plot with `swerl plot {out}`)")
     return 0

@@ -11,19 +11,17 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from swerl.edit_format import canonical_answer
 from swerl.learner import Learner
 from swerl.learner.dist import all_reduce
-from swerl.trainers.common import completion_logprobs, evaluate, pack_sequences, resolve_resume
+from swerl.trainers.common import completion_logprobs, evaluate, pack_sequences
 from swerl.trainers.config import SFTConfig
 from swerl.trainers.data import EpochSampler, Example, rank_slice
-from swerl.trainers.loop import TrainLoop, pad_id
+from swerl.trainers.loop import TrainLoop, load_run, pad_id, write_config
 from swerl.trainers.rewards import GroupReward
 
 
@@ -192,13 +190,9 @@ class SFTTrainer(TrainLoop):
 
 def run(config: SFTConfig, progress: bool = True) -> dict[str, Any]:
     """Everything `swerl train sft` does: load model and rows, train, report held-out malformed rate."""
-    from swerl.trainers.common import load_policy
     from swerl.trainers.data import build_examples, read_rows
 
-    ckpt = resolve_resume(config)
-    model, tokenizer = load_policy(
-        str(ckpt / "model") if ckpt else config.model_name_or_path, config.trust_remote_code
-    )
+    _, model, tokenizer = load_run(config)
     examples, _ = build_examples(
         read_rows(config.train_file, config.max_train_samples), tokenizer, config.max_seq_length
     )
@@ -209,10 +203,7 @@ def run(config: SFTConfig, progress: bool = True) -> dict[str, Any]:
         )
     trainer = SFTTrainer(config, model, tokenizer, examples, eval_examples=eval_examples, progress=progress)
     if trainer.dist.is_main:
-        Path(config.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(config.output_dir) / "config.yaml").write_text(
-            yaml.safe_dump(config.to_dict()), encoding="utf-8"
-        )
+        write_config(config)
     out: dict[str, Any] = {"train_examples": len(trainer.examples), "skipped": trainer.skipped}
     out["history"] = trainer.train()
     if eval_examples:
