@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from swerl.edit_format.prompts import PROMPT_STYLES
+
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "swerl" / "clones"
 
 
@@ -92,7 +94,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     mine.add_argument(
         "--prompt-style",
-        choices=("full", "compact"),
+        choices=PROMPT_STYLES,
         default="full",
         help="prompt style of swerl.edit_format: full, or compact for small-context models (default full)",
     )
