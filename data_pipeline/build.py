@@ -1,15 +1,22 @@
-"""Per-shard stages: `prepare_shard` (filter, decontaminate, extract, the fit and expressibility checks)
-before dedup, and `render_shard` (context, render) after it, for the rows dedup kept only.
+"""Per-shard stages: `prepare_shard` (filter, decontaminate, extract) before dedup, and `render_shard`
+(the fit and expressibility checks, context, render) after it, for the rows dedup kept only.
 
 A shard is the unit of work, of parallelism and of resumption: each function reads its input shards and
 writes its output shards, and is a pure function of them, the repositories' objects and the config.
 Running it twice (after a kill) gives the same files. They are top-level functions of plain arguments so
 a process pool (or Ray) can run them anywhere the clones are.
 
-Every reason to drop a row that is known before its context is chosen is checked in `prepare_shard`:
-the modified files alone decide whether a prompt can fit (`context.check_fits`) and whether the oracle
-is expressible (`render.check_expressible`). So near duplicates, which are most of the rows dropped on
-histories with backports and re-landed changes, never get context built or a prompt rendered.
+The order follows the issue's stages: filters (stage 3) before near-duplicate removal, the token budget
+(stage 4, context) and expressibility (stage 5, render) after it. So near duplicates, which are most of
+the rows dropped on histories with backports and re-landed changes, are never counted, checked against
+the format or given context.
+
+What prepare extracted for a shard (contents of the modified files) stays in the memory of the process
+that prepared it until that shard's render, which the local engine runs on the same process: the build
+shard on disk holds only what dedup needs (instance id, repository, oracle patch). A render that finds
+nothing in its process (a resumed run, a Ray task on another node, a shard pushed out of the bounded
+cache) extracts the shard again from its candidates: extraction is a pure function of the candidates and
+the repository, so the rows are the same either way.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import pyarrow.parquet as pq
 
 from data_pipeline.commits import PatchReader
 from data_pipeline.config import MineConfig
-from data_pipeline.context import ContextBuilder, check_fits
+from data_pipeline.context import ContextBuilder
 from data_pipeline.decontam import Decontaminator
 from data_pipeline.dedup import Fingerprint, fingerprint
 from data_pipeline.extract import Dropped, Extracted, extract
@@ -33,7 +40,6 @@ from data_pipeline.filters import candidate_drop_reason
 from data_pipeline.gitstore import ObjectReader
 from data_pipeline.render import build_row, check_expressible
 from data_pipeline.schema import (
-    CANDIDATE_SCHEMA,
     DROP_SCHEMA,
     PREPARED_SCHEMA,
     ROW_SCHEMA,
@@ -43,8 +49,8 @@ from data_pipeline.schema import (
 from data_pipeline.shards import read_rows, write_table
 from data_pipeline.tokens import token_counter
 
-_EXTRACT_STAGE_REASONS = {"context_too_large": "context", "not_expressible": "render"}
-_CANDIDATE_FIELDS = tuple(CANDIDATE_SCHEMA.names)
+# The stage each drop reason is recorded under, when it is not the stage that raised it.
+_STAGE_OF_REASON = {"context_too_large": "context", "not_expressible": "render"}
 
 
 @dataclass(frozen=True)
@@ -60,11 +66,14 @@ class BuildTask:
 
 @dataclass(frozen=True)
 class RenderTask:
-    """Prepared rows, the ids dedup dropped from them, where the final rows go."""
+    """The shard's candidates (to extract them again when the prepared rows are not in this process),
+    the build shard whose rows to render, the ids dedup dropped, where the final rows and drops go."""
 
+    candidates: Path
     prepared: Path
     dropped: Path
     rows: Path
+    drops: Path
     git_dirs: dict[str, str]
     config: MineConfig
 
@@ -77,6 +86,12 @@ class RenderTask:
 _Pipe = TypeVar("_Pipe", ObjectReader, PatchReader)
 _PIPES: OrderedDict[tuple[int, str, str], ObjectReader | PatchReader] = OrderedDict()
 _PIPES_MAX = 8
+
+# Extracted rows of the shards this process prepared and has not rendered yet, by build shard path.
+# The driver keeps at most a few blocks of shards between prepare and render (`runner.WINDOW`), so
+# this rarely evicts; an evicted shard is extracted again by its render.
+_PREPARED: OrderedDict[str, list[tuple[Candidate, Extracted]]] = OrderedDict()
+_PREPARED_MAX = 32
 
 
 def _pipe(kind: type[_Pipe], git_dir: str) -> _Pipe:
@@ -101,37 +116,6 @@ def _close_pipes() -> None:
     _PIPES.clear()
 
 
-def _prepared_record(candidate: Candidate, result: Extracted) -> dict[str, Any]:
-    return {
-        **candidate.record(),
-        "merge_commit": result.merge_commit,
-        "base_commit": result.base_commit,
-        "base": [{"path": p, "content": c} for p, c in result.base.items()],
-        "new": [{"path": p, "content": c} for p, c in result.new.items()],
-        "oracle_patch": result.oracle_patch,
-        "test_patch": result.test_patch,
-        "changed_test_files": result.changed_test_files,
-        "excluded_files": result.excluded_files,
-        "lines_changed": result.lines_changed,
-    }
-
-
-def _from_prepared(record: dict[str, Any]) -> tuple[Candidate, Extracted]:
-    candidate = Candidate(**{name: record[name] for name in _CANDIDATE_FIELDS})
-    extracted = Extracted(
-        base_commit=record["base_commit"],
-        merge_commit=record["merge_commit"],
-        base={f["path"]: f["content"] for f in record["base"]},
-        new={f["path"]: f["content"] for f in record["new"]},
-        oracle_patch=record["oracle_patch"],
-        test_patch=record["test_patch"],
-        changed_test_files=record["changed_test_files"],
-        excluded_files=record["excluded_files"],
-        lines_changed=record["lines_changed"],
-    )
-    return candidate, extracted
-
-
 @dataclass(frozen=True)
 class Prepared:
     """What `prepare_shard` hands back: the manifest's record of the shard, and (instance id, repo,
@@ -142,86 +126,86 @@ class Prepared:
 
 
 def shard_fingerprints(path: Path, threshold: float) -> list[tuple[str, str, Fingerprint]]:
-    """`Prepared.fingerprints` of a build shard written by an earlier run (replayed on resume); only the
-    three columns they depend on are read."""
-    rows = pq.read_table(path, columns=["instance_id", "repo", "oracle_patch"]).to_pylist()
+    """`Prepared.fingerprints` of a build shard written by an earlier run (replayed on resume)."""
     return [
         (row["instance_id"], row["repo"], fingerprint(row["repo"], row["oracle_patch"], threshold))
-        for row in rows
+        for row in read_rows(path)
     ]
 
 
-def prepare_shard(task: BuildTask) -> Prepared:
-    """Filter, decontaminate, extract and check one shard."""
-    config = task.config
-    count = token_counter(config.tokenizer)
+def _extract_shard(
+    candidates_path: Path, git_dirs: dict[str, str], config: MineConfig
+) -> tuple[list[tuple[Candidate, Extracted]], list[dict[str, str]]]:
+    """Filter, decontaminate and extract one shard: the extracted rows and the drops, in shard order."""
     decon = Decontaminator.build(
         config.decontaminate, config.decontamination_ids, config.decontamination_repos
     )
-    candidates = [Candidate(**record) for record in read_rows(task.candidates)]
-    outcome: list[dict[str, Any] | None] = [None] * len(candidates)
-    drops: list[tuple[int, dict[str, str]]] = []
+    candidates = [Candidate(**record) for record in read_rows(candidates_path)]
+    outcome: list[tuple[Candidate, Extracted] | dict[str, str] | None] = [None] * len(candidates)
     by_repo: dict[str, list[int]] = {}
     for i, candidate in enumerate(candidates):
         reason = candidate_drop_reason(candidate, config.filters)
         contaminated = decon.reason(candidate.instance_id, candidate.repo)
         if reason is not None:
-            drops.append((i, drop(candidate.instance_id, candidate.repo, "filter", reason)))
+            outcome[i] = drop(candidate.instance_id, candidate.repo, "filter", reason)
         elif contaminated is not None:
-            drops.append(
-                (
-                    i,
-                    drop(
-                        candidate.instance_id, candidate.repo, "decontaminate", "contaminated", contaminated
-                    ),
-                )
+            outcome[i] = drop(
+                candidate.instance_id, candidate.repo, "decontaminate", "contaminated", contaminated
             )
         else:
             by_repo.setdefault(candidate.repo, []).append(i)
     for repo, indices in by_repo.items():
-        reader = _pipe(ObjectReader, task.git_dirs[repo])
-        patches = _pipe(PatchReader, task.git_dirs[repo])
+        reader = _pipe(ObjectReader, git_dirs[repo])
+        patches = _pipe(PatchReader, git_dirs[repo])
         group = [candidates[i] for i in indices]
         for i, (candidate, result) in zip(
             indices, extract(reader, patches, group, config.filters), strict=True
         ):
-            try:
-                if isinstance(result, Dropped):
-                    raise result
-                check_fits(
-                    config.context, count, candidate.instance_id, candidate.problem_statement, result.base
-                )
-                check_expressible(result)
-                outcome[i] = _prepared_record(candidate, result)
-            except Dropped as dropped:
-                stage = _EXTRACT_STAGE_REASONS.get(dropped.reason, "extract")
-                drops.append((i, drop(candidate.instance_id, repo, stage, dropped.reason, dropped.detail)))
-    rows = [row for row in outcome if row is not None]
-    drops.sort(key=lambda item: item[0])
-    write_table(task.rows, rows, PREPARED_SCHEMA)
-    write_table(task.drops, [d for _, d in drops], DROP_SCHEMA)
-    threshold = config.dedup_threshold
+            if isinstance(result, Dropped):
+                outcome[i] = drop(candidate.instance_id, repo, "extract", result.reason, result.detail)
+            else:
+                outcome[i] = (candidate, result)
+    rows = [item for item in outcome if isinstance(item, tuple)]
+    drops = [item for item in outcome if isinstance(item, dict)]
+    return rows, drops
+
+
+def prepare_shard(task: BuildTask) -> Prepared:
+    """Filter, decontaminate and extract one shard; the rows stay in this process for the render."""
+    rows, drops = _extract_shard(task.candidates, task.git_dirs, task.config)
+    key = str(task.rows)
+    _PREPARED[key] = rows
+    _PREPARED.move_to_end(key)
+    while len(_PREPARED) > _PREPARED_MAX:
+        _PREPARED.popitem(last=False)
+    records = [
+        {"instance_id": c.instance_id, "repo": c.repo, "oracle_patch": r.oracle_patch} for c, r in rows
+    ]
+    write_table(task.rows, records, PREPARED_SCHEMA)
+    write_table(task.drops, drops, DROP_SCHEMA)
+    threshold = task.config.dedup_threshold
     return Prepared(
-        {"rows": len(rows), "drops": dict(Counter(d["reason"] for _, d in drops))},
-        [
-            (row["instance_id"], row["repo"], fingerprint(row["repo"], row["oracle_patch"], threshold))
-            for row in rows
-        ],
+        {"rows": len(rows), "drops": dict(Counter(d["reason"] for d in drops))},
+        [(c.instance_id, c.repo, fingerprint(c.repo, r.oracle_patch, threshold)) for c, r in rows],
     )
 
 
 def render_shard(task: RenderTask) -> dict[str, Any]:
-    """Context and prompt of every prepared row that dedup kept; returns {"rows": n}. Writes no file when
-    no row is kept (`data/` holds only non-empty shards: readers such as `datasets` reject 0-row files).
-    """
+    """Fit and expressibility checks, context and prompt of every prepared row that dedup kept; returns
+    the manifest's record ({"rows": n, "drops": {reason: n}}). Writes no data file when no row is kept
+    (`data/` holds only non-empty shards: readers such as `datasets` reject 0-row files)."""
     config = task.config
     count = token_counter(config.tokenizer)
+    prepared = _PREPARED.pop(str(task.prepared), None)
+    if prepared is None:
+        prepared, _ = _extract_shard(task.candidates, task.git_dirs, config)
     dropped = set(pq.read_table(task.dropped, columns=["instance_id"]).column(0).to_pylist())
-    kept = [_from_prepared(r) for r in read_rows(task.prepared) if r["instance_id"] not in dropped]
+    kept = [(c, r) for c, r in prepared if c.instance_id not in dropped]
     by_repo: dict[str, list[int]] = {}
     for i, (candidate, _) in enumerate(kept):
         by_repo.setdefault(candidate.repo, []).append(i)
-    rows: list[dict[str, Any] | None] = [None] * len(kept)
+    outcome: list[dict[str, Any] | None] = [None] * len(kept)
+    drops: list[tuple[int, dict[str, str]]] = []
     for repo, indices in by_repo.items():
         reader = _pipe(ObjectReader, task.git_dirs[repo])
         builder = ContextBuilder(reader, config.context, config.filters, count)
@@ -229,6 +213,7 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
         for i in indices:
             candidate, result = kept[i]
             try:
+                check_expressible(result)
                 context = builder.build(
                     candidate.instance_id,
                     result.base_commit,
@@ -236,11 +221,16 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
                     result.base,
                     [p for p in result.new if p not in result.base],
                 )
-            except Dropped as err:  # `check_fits` decides this before dedup; reaching here is a bug
-                raise RuntimeError(f"{candidate.instance_id}: {err.reason} after prepare") from err
-            rows[i] = build_row(candidate, result, context, count)
-    if kept:
-        write_table(task.rows, rows, ROW_SCHEMA)  # type: ignore[arg-type]
+            except Dropped as err:
+                stage = _STAGE_OF_REASON.get(err.reason, "render")
+                drops.append((i, drop(candidate.instance_id, repo, stage, err.reason, err.detail)))
+                continue
+            outcome[i] = build_row(candidate, result, context, count)
+    rows = [row for row in outcome if row is not None]
+    drops.sort(key=lambda item: item[0])
+    if rows:
+        write_table(task.rows, rows, ROW_SCHEMA)
     else:
         task.rows.unlink(missing_ok=True)
-    return {"rows": len(kept)}
+    write_table(task.drops, [d for _, d in drops], DROP_SCHEMA)
+    return {"rows": len(rows), "drops": dict(Counter(d["reason"] for _, d in drops))}

@@ -343,30 +343,6 @@ def prompt_overhead(count: TokenCounter, problem: str, style: str) -> int:
     return count(system_prompt_for(style)) + count(render_repair_prompt(problem, [], style=style))
 
 
-def check_fits(
-    config: ContextConfig, count: TokenCounter, instance: str, problem: str, modified: dict[str, str]
-) -> None:
-    """Raises `Dropped("context_too_large")`, with the same detail, exactly when `ContextBuilder.build`
-    would for these modified files: before any context is chosen, so that rows dropped later (near
-    duplicates) never get context built.
-
-    `build` raises when the modified files' estimate exceeds the budget, or when the prompt is still too
-    long once every extra file is dropped, that is when the prompt of the modified files alone, in
-    their shuffled order, is too long. Both depend on the modified files only."""
-    overhead = prompt_overhead(count, problem, config.prompt_style)
-    used = sum(count(text) + _FILE_OVERHEAD for text in modified.values())
-    if used > config.max_prompt_tokens - overhead:
-        raise Dropped("context_too_large", f"{used + overhead} tokens")
-    shown = list(modified.items())
-    random.Random(f"{config.seed}:{instance}").shuffle(shown)
-    messages = build_messages(problem, shown, style=config.prompt_style)
-    tokens = count(messages[0]["content"]) + count_composed(
-        count, messages[1]["content"], [text for _, text in shown]
-    )
-    if tokens > config.max_prompt_tokens:
-        raise Dropped("context_too_large", f"{tokens} tokens")
-
-
 @lru_cache(maxsize=65_536)
 def _split(path: str) -> tuple[str, str]:
     """(parent directory, suffix) as `PurePosixPath` gives them; memoised, paths repeat from PR to PR."""

@@ -5,13 +5,15 @@ Layout of the output directory:
 
     manifest.json              config, source identity, resolved state, finished shards and counts
     collect/shard-NNNNN.parquet  candidates (stage 1); collect/drops-NNNNN.parquet
-    build/shard-NNNNN.parquet    prepared rows: after filter, decontamination, extraction and the checks
-                                 that need no context (prompt fit, expressibility); build/drops-NNNNN.parquet
+    build/shard-NNNNN.parquet    rows that passed filter, decontamination and extraction (instance id,
+                                 repository, oracle patch: what dedup needs); build/drops-NNNNN.parquet
     dedup/drops-NNNNN.parquet    near duplicates removed from each build shard
+    render/drops-NNNNN.parquet   rows whose prompt cannot fit or whose oracle the format cannot express
     data/shard-NNNNN.parquet     final rows: context and prompt of each kept row (only shards that kept
                                  at least one row)
 
-Dedup runs before context is chosen, so rows it drops never get context built or a prompt rendered.
+Dedup runs before the token budget and the format are checked and before context is chosen, so rows it
+drops never get counted, checked or rendered.
 The stages overlap: each collect shard is submitted for prepare as soon as it is written, and each
 prepared shard is deduplicated (on the driver) and submitted for render as soon as it and every shard
 before it are prepared, so the workers never wait for a whole stage to finish.
@@ -44,7 +46,7 @@ from data_pipeline.build import (
 )
 from data_pipeline.config import MineConfig
 from data_pipeline.dedup import Deduplicator, Fingerprint
-from data_pipeline.engines import Pending, Submit, open_engine
+from data_pipeline.engines import BLOCK, Pending, Submit, open_engine
 from data_pipeline.schema import CANDIDATE_SCHEMA, DROP_SCHEMA, Candidate, drop
 from data_pipeline.shards import Manifest, shard_intact, shard_name, write_table
 from data_pipeline.sources.base import Source
@@ -78,6 +80,11 @@ SPILL_LIMIT = 200_000
 
 
 _STAGES = ("collect", "build", "dedup", "render")
+
+# Shards, per worker, that may be submitted for prepare and not yet rendered. Prepared rows wait for
+# their render in the memory of the worker that extracted them (`build._PREPARED`), so this bounds that
+# memory; a few blocks keep every worker busy while the driver deduplicates in order.
+WINDOW_PER_WORKER = 3 * BLOCK
 
 
 def _scratch(manifest: Manifest) -> Path:
@@ -183,6 +190,7 @@ class _Pipeline:
         manifest: Manifest,
         config: MineConfig,
         submit: Submit[Any, Any],
+        workers: int,
         progress: bool,
         on_stage: Callable[[str], None] | None,
     ) -> None:
@@ -190,6 +198,7 @@ class _Pipeline:
         self.manifest = manifest
         self.config = config
         self.submit = submit
+        self.window = WINDOW_PER_WORKER * workers
         self.on_stage = on_stage
         self.started: set[str] = set()
         self.git_dirs: dict[str, str] = {}
@@ -233,6 +242,8 @@ class _Pipeline:
                 )
             self.preparing.append((index, task))
             self._advance(block=False)
+            while len(self.preparing) + len(self.rendering) > self.window:
+                self._advance_one()
         self._advance(block=True)
         self.deduper.close()
         for stage in ("build", "dedup", "render"):
@@ -257,6 +268,14 @@ class _Pipeline:
             if pending is not None:
                 self._record("render", index, pending.result())
             self.bar.update(1)
+
+    def _advance_one(self) -> None:
+        """Wait for the oldest shard in flight and take it (and whatever else is ready)."""
+        if self.preparing:
+            _wait(self.preparing[0][1])
+        elif self.rendering:
+            _wait(self.rendering[0][1])
+        self._advance(block=False)
 
     def _record(self, stage: str, index: int, info: dict[str, Any]) -> None:
         self.manifest.record_shard(stage, index, info)
@@ -289,9 +308,11 @@ class _Pipeline:
             task = self.submit(
                 render_shard,
                 RenderTask(
+                    candidates=self.manifest.out / "collect" / name,
                     prepared=self.manifest.out / "build" / name,
                     dropped=self.manifest.out / "dedup" / _drops_name(index),
                     rows=self.manifest.out / "data" / name,
+                    drops=self.manifest.out / "render" / _drops_name(index),
                     git_dirs=self._git_dirs(index),
                     config=self.config,
                 ),
@@ -304,11 +325,16 @@ def _ready(task: Pending[Any] | None) -> bool:
     return task is None or task.done()
 
 
+def _wait(task: Pending[Any] | None) -> None:
+    if task is not None:
+        task.result()
+
+
 def _shard_files(manifest: Manifest, stage: str, name: str, info: dict[str, Any]) -> list[tuple[Path, int]]:
     """The files a finished shard of `stage` left, with the rows each must hold."""
-    if stage == "render":
-        return [(manifest.out / "data" / name, info["rows"])] if info["rows"] else []
     files = [(manifest.out / stage / name.replace("shard-", "drops-"), sum(info.get("drops", {}).values()))]
+    if stage == "render":
+        return [*files, (manifest.out / "data" / name, info["rows"])] if info["rows"] else files
     if stage in ("collect", "build"):
         files.append((manifest.out / stage / name, info["rows"]))
     return files
@@ -332,7 +358,7 @@ def check_finished(manifest: Manifest) -> list[str]:
 
 def summarize(manifest: Manifest) -> RunSummary:
     summary = RunSummary(manifest.out)
-    for stage in ("collect", "build", "dedup"):
+    for stage in ("collect", "build", "dedup", "render"):
         for info in manifest.stage(stage)["shards"].values():
             summary.drops.update(info.get("drops", {}))
     summary.candidates = sum(i["rows"] for i in manifest.stage("collect")["shards"].values())
@@ -360,7 +386,7 @@ def mine(
     check_finished(manifest)
     workers = workers or max(1, (os.cpu_count() or 1))
     with open_engine(engine, workers) as submit:
-        _Pipeline(source, manifest, config, submit, progress, on_stage).run()
+        _Pipeline(source, manifest, config, submit, workers, progress, on_stage).run()
     summary = summarize(manifest)
     summary.seconds = time.perf_counter() - start
     return summary

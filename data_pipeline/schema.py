@@ -42,19 +42,14 @@ DROP_SCHEMA = pa.schema(
     ]
 )
 
-# A candidate that passed filter, decontamination and extraction and whose oracle fits a prompt and is
-# expressible (stage 2-3 output, `build/`): what dedup compares and what context and rendering need.
+# A candidate that passed filter, decontamination and extraction (stage 2-3 output, `build/`): what
+# dedup compares, and all it needs to rebuild its index on resume. The extracted contents themselves go
+# from prepare to render in the worker's memory (see `build`).
 PREPARED_SCHEMA = pa.schema(
     [
-        *CANDIDATE_SCHEMA,
-        ("base_commit", pa.string()),
-        ("base", FILES),
-        ("new", FILES),
+        ("instance_id", pa.string()),
+        ("repo", pa.string()),
         ("oracle_patch", pa.string()),
-        ("test_patch", pa.string()),
-        ("changed_test_files", pa.list_(pa.string())),
-        ("excluded_files", pa.list_(pa.string())),
-        ("lines_changed", pa.int64()),
     ]
 )
 

@@ -28,7 +28,9 @@ import pyarrow.parquet as pq
 MANIFEST = "manifest.json"
 _DICTIONARY_COLUMNS = frozenset({"source", "repo", "problem_source", "stage", "reason", "author"})
 # 2: build/ holds prepared rows (dedup runs before context), a `render` stage writes data/.
-VERSION = 2
+# 3: build/ holds only what dedup needs; the fit and expressibility checks moved after dedup, with
+#    their drops in render/.
+VERSION = 3
 # Seconds between manifest writes while shards are recorded (see `Manifest.record_shard`).
 _RECORD_EVERY = 0.2
 

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from data_pipeline.shards import MANIFEST
 
-_STAGE_ORDER = ("collect", "filter", "decontaminate", "extract", "context", "render", "dedup")
+_STAGE_ORDER = ("collect", "filter", "decontaminate", "extract", "dedup", "context", "render")
 
 
 @dataclass
@@ -62,11 +62,11 @@ def funnel(out: Path) -> Funnel:
     result = Funnel()
     result.commits_scanned = stages.get("collect", {}).get("commits_scanned")
     result.candidates = sum(info["rows"] for info in stages.get("collect", {}).get("shards", {}).values())
-    result.rows = sum(info["rows"] for info in stages.get("dedup", {}).get("shards", {}).values())
+    result.rows = sum(info["rows"] for info in stages.get("render", {}).get("shards", {}).values())
     result.complete = bool(stages.get("render", {}).get("done"))
-    for stage, folder in (("collect", "collect"), ("build", "build"), ("dedup", "dedup")):
+    for stage in ("collect", "build", "dedup", "render"):
         for name in stages.get(stage, {}).get("shards", {}):
-            drops = out / folder / name.replace("shard-", "drops-")
+            drops = out / stage / name.replace("shard-", "drops-")
             for record in pq.read_table(drops, columns=["stage", "reason"]).to_pylist():
                 result.drops.setdefault(record["stage"], Counter())[record["reason"]] += 1
     return result

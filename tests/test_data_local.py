@@ -38,7 +38,7 @@ def read_dir(folder: Path, prefix: str = "shard-") -> list[dict]:
 
 def all_drops(out: Path) -> dict[str, str]:
     drops = {}
-    for folder in ("collect", "build", "dedup"):
+    for folder in ("collect", "build", "dedup", "render"):
         for record in read_dir(out / folder, "drops-"):
             drops.setdefault(
                 record["instance_id"]
