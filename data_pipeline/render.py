@@ -15,7 +15,7 @@ from data_pipeline.context import ContextResult
 from data_pipeline.extract import Dropped, Extracted
 from data_pipeline.schema import Candidate
 from data_pipeline.tokens import TokenCounter
-from swerl.edit_format import canonical_answer
+from swerl.edit_format import answer_error
 
 _SPACE = re.compile(r"\s+")
 
@@ -38,12 +38,10 @@ def check_expressible(extracted: Extracted) -> None:
     """Raises `Dropped("not_expressible")` when no exact answer exists in the format.
 
     The answer edits only the modified files, and `canonical_answer` reads only their base contents, so
-    this check on the base contents gives what it gives on the full shown context: it runs before the
-    context is built."""
-    try:
-        canonical_answer(extracted.base, extracted.new)
-    except ValueError as err:
-        raise Dropped("not_expressible", str(err)[:200]) from None
+    this check on the base contents gives what it gives on the full shown context."""
+    error = answer_error(extracted.base, extracted.new)
+    if error is not None:
+        raise Dropped("not_expressible", error[:200])
 
 
 def build_row(

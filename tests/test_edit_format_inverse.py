@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from swerl.edit_format import (
     DEFAULT_THOUGHT,
     SearchReplace,
+    answer_error,
     apply_edits,
     canonical_answer,
     canonical_edits,
@@ -220,3 +221,47 @@ def test_a_failing_check_reports_the_first_mode_that_fails():
     assert not _reproduces_strictly(old, ambiguous, {"a.py": "z\ny\nz\n"})
     assert apply_edits(old, ambiguous) == {"a.py": "z\ny\nz\n"}
     assert _reproduces_strictly(old, [SearchReplace("a.py", "y", "w")], {"a.py": "x\nw\nx\n"})
+
+
+# Contents where the shortcut of `answer_error` applies (plain lines) and where it must not (markers,
+# tags, fences), so both of its paths are compared with building the answer.
+SOMETIMES_SPECIAL = st.sampled_from(
+    ["a", "ab", "", "x = 1", "=======", ">>>>>>> REPLACE", "<<<<<<< SEARCH", "</solution>", "<think>", "```"]
+)
+
+
+@st.composite
+def old_and_new_with_markers(draw):
+    content = st.lists(st.one_of(LINE, SOMETIMES_SPECIAL), max_size=10).map("\n".join)
+    old = draw(st.dictionaries(st.sampled_from(PATHS[:2]), content, max_size=2))
+    new = {}
+    for path in PATHS:
+        choice = draw(st.sampled_from(["skip", "mutate", "random", "same"]))
+        if choice == "mutate" and path in old:
+            new[path] = mutate(draw, old[path])
+        elif choice == "random":
+            new[path] = draw(content)
+        elif choice == "same" and path in old:
+            new[path] = old[path]
+    return old, new
+
+
+@settings(max_examples=1500, deadline=None)
+@given(case=old_and_new_with_markers())
+def test_answer_error_says_whether_canonical_answer_succeeds(case):
+    old, new = case
+    try:
+        canonical_answer(old, new)
+        expected = None
+    except ValueError as err:
+        expected = str(err)
+    assert answer_error(old, new) == expected
+
+
+def test_answer_error_refusals():
+    assert "deleting" in answer_error({"a.py": "x"}, {"a.py": None})
+    assert "empty file" in answer_error({}, {"new.py": ""})
+    assert "identical" in answer_error({"a.py": "x"}, {"a.py": "x"})
+    assert answer_error({"a.py": "x\ny\n"}, {"a.py": "x\nz\n"}) is None
+    assert "tag_count" in answer_error({"a.py": "x"}, {"a.py": "x\n</solution>"})
+    assert answer_error({"a.py": "a\n=======\nb\n"}, {"a.py": "a\n=======\nc\n"}) is None  # built and checked

@@ -9,6 +9,7 @@ kept in the default semantics, so training and serving can't disagree about what
 from swerl.edit_format.apply import apply_edits, count_occurrences, group_edits_by_path
 from swerl.edit_format.inverse import (
     DEFAULT_THOUGHT,
+    answer_error,
     canonical_answer,
     canonical_edits,
     edits_to_text,
@@ -53,6 +54,7 @@ __all__ = [
     "PatchApplyError",
     "PromptStyle",
     "SearchReplace",
+    "answer_error",
     "apply_edits",
     "apply_patch_to_contents",
     "build_git_patch",

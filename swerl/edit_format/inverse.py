@@ -19,6 +19,7 @@ from swerl.edit_format.parse import (
     DIVIDER,
     REPLACE_MARKER,
     SEARCH_MARKER,
+    TAGS,
     FormatError,
     SearchReplace,
     parse_answer,
@@ -222,3 +223,37 @@ def canonical_answer(
     except FormatError as err:
         raise ValueError(f"the answer would be malformed ({err.kind.value}): {err}") from err
     return answer
+
+
+# Texts that can change how a written answer parses: a tag (counted over the whole answer) and a block
+# marker (where a lazy group of the block regex may stop).
+_SPECIAL = (*TAGS, SEARCH_MARKER, DIVIDER, REPLACE_MARKER)
+
+
+def _plain(path: str, before: str | None, after: str | None) -> bool:
+    """A change that `canonical_answer` always expresses: not a deletion or a new empty file, and no
+    tag or marker in the path or either text, nor a newline in the path."""
+    if after is None or (before is None and after == "") or "\n" in path:
+        return False
+    return not any(special in text for text in (path, before or "", after) for special in _SPECIAL)
+
+
+def answer_error(old: Mapping[str, str], new: Mapping[str, str]) -> str | None:
+    """None when `canonical_answer(old, new)` returns an answer, else the message of the ValueError it
+    raises; in the usual case decided without writing the answer (data pipelines check every mined
+    row, and most are plain).
+
+    When some file changes and every changed file is plain (`_plain`), an answer always exists: the
+    blocks parse back as written (`_collides` is False for every edit), the answer has each tag once,
+    and each edit's search is grown until it occurs exactly once, at worst to the whole file as it reads
+    when the edit applies, which occurs exactly once in itself (`_file_edits`). Any other change is
+    settled by building the answer and checking it.
+    """
+    changed = [(path, old.get(path), after) for path, after in new.items() if old.get(path) != after]
+    if changed and all(_plain(path, before, after) for path, before, after in changed):
+        return None
+    try:
+        canonical_answer(old, new)
+    except ValueError as err:
+        return str(err)
+    return None
