@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pyarrow.parquet as pq
-
 from data_pipeline.commits import PatchReader
 from data_pipeline.config import MineConfig
 from data_pipeline.context import ContextBuilder
@@ -46,7 +44,7 @@ from data_pipeline.schema import (
     Candidate,
     drop,
 )
-from data_pipeline.shards import read_rows, write_table
+from data_pipeline.shards import read_rows, read_table, write_table
 from data_pipeline.tokens import token_counter
 
 # The stage each drop reason is recorded under, when it is not the stage that raised it.
@@ -199,7 +197,7 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
     prepared = _PREPARED.pop(str(task.prepared), None)
     if prepared is None:
         prepared, _ = _extract_shard(task.candidates, task.git_dirs, config)
-    dropped = set(pq.read_table(task.dropped, columns=["instance_id"]).column(0).to_pylist())
+    dropped = set(read_table(task.dropped, columns=["instance_id"]).column(0).to_pylist())
     kept = [(c, r) for c, r in prepared if c.instance_id not in dropped]
     by_repo: dict[str, list[int]] = {}
     for i, (candidate, _) in enumerate(kept):

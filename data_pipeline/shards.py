@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from array import array
 from collections.abc import Iterable, Mapping
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +73,61 @@ def write_arrow(path: Path, table: pa.Table) -> int:
 
 def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> int:
     """Write rows as one Parquet file atomically; returns the row count."""
-    return write_arrow(path, pa.Table.from_pylist(list(rows), schema=schema))
+    return write_arrow(path, rows_to_table(list(rows), schema))
+
+
+# Arrow arrays are built here from buffers rather than by `pa.array` / `Table.from_pylist`, which import
+# pandas (0.2 s, in the driver before the first shard, so before any worker can start) only to check
+# whether their input is a pandas object; `pq.read_table` does too, `ParquetFile.read` does not.
+# Mining never uses pandas, so nothing else imports it. Columns holding None (none of the pipeline's
+# schemas do) and other types go through `pa.array`.
+def rows_to_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """`pa.Table.from_pylist(rows, schema=schema)`, without pandas for the pipeline's column types."""
+    return pa.Table.from_arrays(
+        [_array([row[f.name] for row in rows], f.type) for f in schema], schema=schema
+    )
+
+
+def _offsets(lengths: Iterable[int], n: int) -> pa.Array:
+    return pa.Array.from_buffers(
+        pa.int32(), n + 1, [None, pa.py_buffer(array("i", accumulate(lengths, initial=0)))]
+    )
+
+
+def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
+    n = len(values)
+    if None in values:
+        return pa.array(values, type=kind)
+    if kind == pa.string():
+        encoded = [value.encode("utf-8") for value in values]
+        data = b"".join(encoded)
+        if len(data) >= 1 << 31:  # past int32 offsets: pyarrow splits into chunks
+            return pa.array(values, type=kind)
+        return pa.Array.from_buffers(
+            kind, n, [None, _offsets(map(len, encoded), n).buffers()[1], pa.py_buffer(data)]
+        )
+    if kind == pa.int64():
+        return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(array("q", values))])
+    if kind == pa.bool_():
+        bits = sum(1 << i for i, value in enumerate(values) if value)
+        return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(bits.to_bytes((n + 7) // 8, "little"))])
+    if pa.types.is_list(kind):
+        flat = [item for value in values for item in value]
+        return pa.ListArray.from_arrays(_offsets(map(len, values), n), _array(flat, kind.value_type))
+    if pa.types.is_struct(kind):
+        children = [_array([value[f.name] for value in values], f.type) for f in kind]
+        return pa.StructArray.from_arrays(children, fields=list(kind))
+    return pa.array(values, type=kind)
+
+
+def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """`pq.read_table(path, columns=columns)` without importing pandas (see `rows_to_table`)."""
+    with pq.ParquetFile(path) as parquet:
+        return parquet.read(columns=columns)
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    return pq.read_table(path).to_pylist()
+    return read_table(path).to_pylist()
 
 
 class Manifest:
