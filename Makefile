@@ -29,4 +29,4 @@ bench: setup-dev
 	$(BIN)/python bench/reward.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info swerl/fastdiff/*.so runs .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info swerl/fastdiff/*.so data_pipeline/*.so runs .pytest_cache .ruff_cache .hypothesis

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import random
 
-from data_pipeline.tokens import _PIECES, _ascii_estimate, _find, count_composed, estimate_tokens
+import pytest
+
+from data_pipeline import tokens
+from data_pipeline.tokens import (
+    _PIECES,
+    _ascii_estimate,
+    _estimate,
+    _find,
+    count_composed,
+    estimate_tokens,
+    estimate_uncached,
+)
 
 
 def _texts(seed: int, n: int) -> list[str]:
@@ -43,3 +54,72 @@ def test_count_composed_is_the_count_of_the_whole_text():
         glue = ["\n### f.py\n```\n", "\n```\n\n", "x", "\n"]
         text = "".join(g + p for g, p in zip(glue, parts, strict=True)) + "\nend"
         assert count_composed(estimate_tokens, text, parts) == len(_PIECES.findall(text))
+
+
+def _every_code_point_in_runs() -> list[str]:
+    """Every ASCII code point in runs of 1..20, alone and next to each class (and itself after a cut)."""
+    texts = []
+    for code in range(128):
+        for length in range(1, 21):
+            run = chr(code) * length
+            texts += [run, "a" + run + "1", " " + run + "\t", run + "\n" + run, "x" * 7 + run + "9" * 9]
+    return texts
+
+
+def test_compiled_estimate_counts_the_regex_pieces():
+    compiled = pytest.importorskip("data_pipeline._tokencount")
+    long_runs = [c * 10_000 for c in " \tA9\n."] + ["ab1 " * 5000, "\x1c\x1f\r\x0b\x0c" * 1000]
+    for text in _texts(0, 2000) + _every_code_point_in_runs() + long_runs + [""]:
+        assert compiled.ascii_estimate(text) == len(_PIECES.findall(text)), repr(text)
+
+
+def test_compiled_estimate_across_its_chunks():
+    """The extension works through the text in chunks of 1024 characters: runs across their edges."""
+    compiled = pytest.importorskip("data_pipeline._tokencount")
+    texts = []
+    for before in [*range(1005, 1035), 2040, 2048, 3072]:
+        for filler in ".a ":
+            for run in ["x" * 9, "7" * 17, " " * 25, "\t" * 8, "b" * 3, "\n\n"]:
+                texts.append(filler * before + run + "," + run)
+    rng = random.Random(6)
+    alphabet = "aZ09 \t\n\r\x0b\x0c\x1c.-_(){}`" + "x" * 20 + "1" * 10 + " " * 20
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1000, 6000))) for _ in range(60)]
+    for text in texts:
+        assert compiled.ascii_estimate(text) == len(_PIECES.findall(text)), repr(text)
+
+
+def test_compiled_estimate_leaves_non_ascii_text_and_rejects_non_str():
+    compiled = pytest.importorskip("data_pipeline._tokencount")
+    for text in ["é", "x\u00a0y", "٣", "abc" * 100 + "\u2028", "\x85"]:
+        assert compiled.ascii_estimate(text) == -1
+    for value in [b"abc", None, 3, ["a"]]:
+        with pytest.raises(TypeError):
+            compiled.ascii_estimate(value)
+
+
+def test_extension_is_used_when_built():
+    try:
+        import data_pipeline._tokencount  # noqa: F401
+    except ImportError:
+        assert not tokens.HAVE_EXTENSION
+    else:
+        assert tokens.HAVE_EXTENSION
+
+
+def test_estimate_counts_the_regex_pieces_on_mixed_text():
+    rng = random.Random(3)
+    alphabet = "aZ09 \t\n\r\x1c.(é\u00a0٣\u2028\x85" + "x" * 8 + " " * 4
+    texts = [*_texts(4, 200), "é", "x\u00a0y", "٣" * 20, "a" * 500 + "é", "1" * 450]
+    for _ in range(300):
+        texts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 900))))
+    for text in texts:
+        expected = len(_PIECES.findall(text))
+        assert _estimate(text) == expected, repr(text)
+        assert estimate_uncached(text) == expected, repr(text)
+        assert estimate_tokens(text) == expected, repr(text)
+
+
+def test_numpy_fallback_of_estimate(monkeypatch):
+    monkeypatch.setattr(tokens, "_compiled_estimate", None)
+    for text in [*_texts(5, 200), "a" * 500 + "é", "ab1 " * 300, ""]:
+        assert _estimate(text) == len(_PIECES.findall(text)), repr(text)
