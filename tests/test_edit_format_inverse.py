@@ -226,7 +226,21 @@ def test_a_failing_check_reports_the_first_mode_that_fails():
 # Contents where the shortcut of `answer_error` applies (plain lines) and where it must not (markers,
 # tags, fences), so both of its paths are compared with building the answer.
 SOMETIMES_SPECIAL = st.sampled_from(
-    ["a", "ab", "", "x = 1", "=======", ">>>>>>> REPLACE", "<<<<<<< SEARCH", "</solution>", "<think>", "```"]
+    [
+        "a",
+        "ab",
+        "",
+        "x = 1",
+        "=======",
+        "========",
+        "x=======",
+        "=======x",
+        ">>>>>>> REPLACE",
+        "<<<<<<< SEARCH",
+        "</solution>",
+        "<think>",
+        "```",
+    ]
 )
 
 

@@ -225,17 +225,26 @@ def canonical_answer(
     return answer
 
 
-# Texts that can change how a written answer parses: a tag (counted over the whole answer) and a block
-# marker (where a lazy group of the block regex may stop).
-_SPECIAL = (*TAGS, SEARCH_MARKER, DIVIDER, REPLACE_MARKER)
+# Texts that can change how a written answer parses: a tag (counted over the whole answer; "think>" and
+# "solution>" stand for the opening and the closing tag, one scan for both) and a block marker (where a
+# lazy group of the block regex may stop). A divider stops a search only as a whole line: `_has_line`.
+_SPECIAL = (*dict.fromkeys(tag.lstrip("</") for tag in TAGS), SEARCH_MARKER, REPLACE_MARKER)
+
+
+def _has_line(text: str, line: str) -> bool:
+    """Whether `line` is one of the lines of `text` (split on "\n")."""
+    return text == line or text.startswith(line + "\n") or text.endswith("\n" + line) or f"\n{line}\n" in text
 
 
 def _plain(path: str, before: str | None, after: str | None) -> bool:
-    """A change that `canonical_answer` always expresses: not a deletion or a new empty file, and no
-    tag or marker in the path or either text, nor a newline in the path."""
+    """A change that `canonical_answer` always expresses: not a deletion or a new empty file, no newline
+    in the path, no tag or marker in the path or either text, and no divider line in either text."""
     if after is None or (before is None and after == "") or "\n" in path:
         return False
-    return not any(special in text for text in (path, before or "", after) for special in _SPECIAL)
+    texts = (before or "", after)
+    if any(special in text for text in (path, *texts) for special in _SPECIAL):
+        return False
+    return not any(_has_line(text, DIVIDER) for text in texts)
 
 
 def answer_error(old: Mapping[str, str], new: Mapping[str, str]) -> str | None:
@@ -244,7 +253,8 @@ def answer_error(old: Mapping[str, str], new: Mapping[str, str]) -> str | None:
     row, and most are plain).
 
     When some file changes and every changed file is plain (`_plain`), an answer always exists: the
-    blocks parse back as written (`_collides` is False for every edit), the answer has each tag once,
+    blocks parse back as written (a search ends at the first divider line after it, the written one,
+    and a replace at the written closing marker), the answer has each tag once,
     and each edit's search is grown until it occurs exactly once, at worst to the whole file as it reads
     when the edit applies, which occurs exactly once in itself (`_file_edits`). Any other change is
     settled by building the answer and checking it.
