@@ -26,3 +26,65 @@ def test_blocks_of_shards_stay_on_one_process_and_alternate():
 def test_one_worker_runs_inline():
     with open_engine("local", 1) as submit:
         assert submit(_pid_and_double, 4, 7).result() == (os.getpid(), 8)
+
+
+class _Deferred:
+    """A task that runs only when its result is asked for: the driver sees every task as still running
+    until it waits for one, the slowest engine there can be."""
+
+    def __init__(self, fn, task, log: list[str]) -> None:
+        self.fn, self.task, self.log, self.value, self.ran = fn, task, log, None, False
+
+    def done(self) -> bool:
+        return self.ran
+
+    def result(self):
+        if not self.ran:
+            self.value, self.ran = self.fn(self.task), True
+            self.log.append(self.fn.__name__)
+        return self.value
+
+
+def test_shards_between_prepare_and_render_stay_within_the_window(tmp_path, monkeypatch):
+    """Prepared rows wait for their render in worker memory, so the driver must not run ahead: with an
+    engine that never finishes on its own, at most `WINDOW_PER_WORKER * workers` shards are submitted
+    and not yet rendered; the rows are those of a plain run."""
+    from contextlib import contextmanager
+
+    import pyarrow.parquet as pq
+
+    from data_pipeline import runner
+    from data_pipeline.config import MineConfig
+    from data_pipeline.sources.local import LocalSource
+    from data_pipeline.synthetic import HistoryBuilder, random_fix
+
+    builder = HistoryBuilder(seed=5)
+    for _ in range(30):
+        random_fix(builder)
+    builder.write(tmp_path / "repo")
+    config = MineConfig(shard_size=1)
+    log: list[str] = []
+    submitted = {"prepare_shard": 0}
+    in_flight = []
+
+    @contextmanager
+    def deferred_engine(engine, workers):
+        def submit(fn, task, shard):
+            if fn.__name__ == "prepare_shard":
+                submitted["prepare_shard"] += 1
+            in_flight.append(submitted["prepare_shard"] - log.count("render_shard"))
+            return _Deferred(fn, task, log)
+
+        yield submit
+
+    monkeypatch.setattr(runner, "open_engine", deferred_engine)
+    source = LocalSource(tmp_path / "repo", tmp_path / "cache", repo="acme/tool")
+    summary = runner.mine(tmp_path / "a", source, config, workers=1, progress=False)
+    monkeypatch.undo()
+    plain = runner.mine(tmp_path / "b", source, config, workers=1, progress=False)
+    assert submitted["prepare_shard"] >= 25 and summary.rows == plain.rows > 0
+    assert max(in_flight) == runner.WINDOW_PER_WORKER + 1  # the one submitted before the driver waits
+    for name in sorted(p.name for p in (tmp_path / "b" / "data").glob("*.parquet")):
+        assert pq.read_table(tmp_path / "a" / "data" / name).equals(
+            pq.read_table(tmp_path / "b" / "data" / name)
+        )
