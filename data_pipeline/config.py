@@ -40,11 +40,9 @@ class ContextConfig:
     prompt_style: str = "full"
 
     def __post_init__(self) -> None:
-        from swerl.edit_format import PROMPT_STYLES
+        from swerl.edit_format import system_prompt_for
 
-        if self.prompt_style not in PROMPT_STYLES:
-            choices = ", ".join(PROMPT_STYLES)
-            raise ValueError(f"prompt_style must be one of {choices}, got {self.prompt_style!r}")
+        system_prompt_for(self.prompt_style)  # refuses an unknown style, in the edit format's own words
 
 
 @dataclass(frozen=True)

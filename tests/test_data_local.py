@@ -176,7 +176,7 @@ def test_compact_prompt_style_renders_the_same_rows_with_less_overhead(mined, tm
         if row["code_context"] == full[iid]["code_context"]:
             assert row["prompt_tokens"] < full[iid]["prompt_tokens"]
     assert sum(compact[i]["code_context"] == full[i]["code_context"] for i in compact) >= len(compact) / 2
-    with pytest.raises(ValueError, match="prompt_style must be one of full, compact"):
+    with pytest.raises(ValueError, match="unknown prompt style 'terse'; choose one of full, compact"):
         ContextConfig(prompt_style="terse")
 
 
