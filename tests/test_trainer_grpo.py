@@ -103,6 +103,27 @@ def test_resume_gives_the_same_next_steps(tiny_dir: Path, tmp_path: Path) -> Non
             assert got[name] == pytest.approx(want[name], rel=1e-6, abs=1e-9), name
 
 
+def test_stop_ends_the_run_early_like_max_steps(tiny_dir: Path, tmp_path: Path) -> None:
+    # logging_steps 2 would skip step 3, the last one: it must be logged all the same.
+    trainer = make_trainer(tiny_dir, tmp_path, max_steps=10, logging_steps=2)
+    asked: list[int] = []
+    seen: list[tuple[int, dict[str, float]]] = []
+
+    def stop(loop: Any) -> bool:
+        asked.append(loop.step)
+        return loop.step >= 3
+
+    history = trainer.train(stop=stop, on_step=lambda loop, row: seen.append((loop.step, row)))
+    assert trainer.step == 3 and len(history) == 3
+    assert asked == [0, 1, 2, 3]  # before every step, and once more to end the run
+    assert [step for step, _ in seen] == [1, 2, 3]
+    assert [row for _, row in seen] == history
+    rows = read_metrics(tmp_path)
+    assert [r["step"] for r in rows] == [2, 3]
+    assert rows[-1]["reward"] == pytest.approx(history[-1]["reward"])
+    assert (tmp_path / "final" / "config.json").exists()
+
+
 def test_mu_beta_and_dropping(tiny_dir: Path, tmp_path: Path) -> None:
     """mu = 2 uses old log-probs (the ratio moves on pass 2), beta > 0 logs a KL, zero-std groups drop."""
     constant = reward_from_name("token:0-0")  # almost never emitted: every group has zero std

@@ -26,6 +26,7 @@ import random
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -262,6 +263,8 @@ def tokenizer_corpus(rows: list[dict[str, Any]]) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- run
 def _run(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
     from swerl.cli.plot import plot_run
     from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
     from swerl.trainers.config import GRPOConfig, SFTConfig
@@ -277,7 +280,9 @@ def _run(args: argparse.Namespace) -> int:
     progress = not args.quiet
 
     def say(message: str) -> None:
-        print(f"[{time.perf_counter() - start:6.1f}s] {message}", flush=True)
+        # Above GRPO's progress bar, which is open while its steps are reported, not through it.
+        with tqdm.external_write_mode(file=sys.stdout):
+            print(f"[{time.perf_counter() - start:6.1f}s] {message}", flush=True)
 
     def left() -> float:
         return budget - (time.perf_counter() - start)
@@ -382,25 +387,40 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     policy, tokenizer = load_model_and_tokenizer(sft_dir)
+    # Until a deadline the step count is unknown, so a bar would read 0% of 100,000: the steps are
+    # reported every 10 instead. With --grpo-steps the bar has its real length.
     grpo = GRPOTrainer(
-        grpo_config, policy, tokenizer, train, reward, eval_examples=held_out, progress=progress
+        grpo_config,
+        policy,
+        tokenizer,
+        train,
+        reward,
+        eval_examples=held_out,
+        progress=progress and args.grpo_steps is not None,
     )
     before = grpo.evaluate()
     say(f"before GRPO: {before.summary()} ({before.seconds:.1f} s)")
     # Steps until a wall-clock deadline that keeps time for the last evaluation and the plots (or a
-    # fixed count with --grpo-steps): one step per `train()` call, the deadline checked between them.
+    # fixed count with --grpo-steps), in one `train()` call that asks `stop` before each step.
     grpo_deadline = time.perf_counter() + left() - (1.5 * before.seconds + 10.0)
     target = args.grpo_steps if args.grpo_steps is not None else 100_000
+    grpo.config.max_steps = target
     recent: list[float] = []  # the last steps' wall times: a step must fit before the deadline
-    while grpo.step < target and (
-        args.grpo_steps is not None or time.perf_counter() + max(recent, default=0.0) < grpo_deadline
-    ):
-        began = time.perf_counter()
-        grpo.config.max_steps = grpo.step + 1
-        row = grpo.train()[-1]
-        recent = [*recent[-4:], time.perf_counter() - began]
-        if grpo.step == 1 or grpo.step % 10 == 0:
-            say(f"GRPO step {grpo.step}: {row['step_time']:.1f} s, reward {row['reward']:.3f}")
+    asked: float | None = None  # when `stop` was last asked: when the step just done began
+
+    def stop(_: Any) -> bool:
+        nonlocal recent, asked
+        now = time.perf_counter()
+        if asked is not None:
+            recent = [*recent[-4:], now - asked]
+        asked = now
+        return args.grpo_steps is None and now + max(recent, default=0.0) >= grpo_deadline
+
+    def on_step(trainer: Any, row: dict[str, float]) -> None:
+        if trainer.step == 1 or trainer.step % 10 == 0:
+            say(f"GRPO step {trainer.step}: {row['step_time']:.1f} s, reward {row['reward']:.3f}")
+
+    grpo.train(stop=stop, on_step=on_step)
     after = grpo.evaluate()
     steps = grpo.step
     say(f"after {steps} GRPO steps: {after.summary()}")

@@ -8,7 +8,7 @@ the rollout engine, the pad id, padded micro-batches for ZeRO, and sampling with
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,8 +42,21 @@ class TrainLoop:
         self.run_dir = Path(config.output_dir)
         self.progress = progress
 
-    def train(self) -> list[dict[str, float]]:
-        """Run to max_steps (continuing from a checkpoint when configured); returns the logged rows."""
+    def train(
+        self,
+        *,
+        stop: Callable[[TrainLoop], bool] | None = None,
+        on_step: Callable[[TrainLoop, dict[str, float]], None] | None = None,
+    ) -> list[dict[str, float]]:
+        """Run to max_steps (continuing from a checkpoint when configured); returns every step's metrics.
+
+        `stop` is asked before each step, once resume has set `step`: True ends the run there, with the
+        same final save and last logged row as at max_steps. It is for limits that are not a step count,
+        such as the quickstart's wall-clock budget or a caller's own convergence rule, which otherwise
+        need one `train()` call per step (a new logger, resume and final save each time). `max_steps()`
+        stays the hard limit. `on_step` sees each step's metrics as soon as the step is done, so such a
+        caller can report progress without waiting for the returned rows.
+        """
         cfg = self.config
         ckpt = resolve_resume(cfg)
         if ckpt is not None:
@@ -60,13 +73,20 @@ class TrainLoop:
         )
         history = []
         while self.step < total:
+            if stop is not None and stop(self):
+                break
             metrics = self.train_step()
             self.step += 1
             history.append(metrics)
-            if self.step % cfg.logging_steps == 0 or self.step == total:
+            if self.step % cfg.logging_steps == 0:
                 log.log(self.step, metrics)
             if cfg.save_steps and self.step % cfg.save_steps == 0 and self.step < total:
                 self.save(self.run_dir / f"checkpoint-{self.step}")
+            if on_step is not None:
+                on_step(self, metrics)
+        # The run's last row is always in metrics.jsonl, wherever it ended and whatever logging_steps is.
+        if history and self.step % cfg.logging_steps:
+            log.log(self.step, history[-1])
         self.save_final()
         log.close()
         return history
