@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from tiny import tiny_llama_config
+from transformers import LlamaForCausalLM
 
 from swerl.learner import DistInfo, Learner, LearnerConfig, MetricsLogger, read_metrics
 from swerl.learner.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, seed_everything
@@ -20,16 +21,7 @@ DIST = DistInfo()
 
 def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
     torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=97,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        tie_word_embeddings=True,
-    )
-    return LlamaForCausalLM(config)
+    return LlamaForCausalLM(tiny_llama_config())
 
 
 def lm_loss(learner: Learner, ids: torch.Tensor) -> torch.Tensor:

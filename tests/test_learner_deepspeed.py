@@ -64,7 +64,8 @@ def partitioning_config(stage: int, tmp: Path) -> Path:
 
 def worker(stage: int, out: Path) -> None:
     """STEPS GRPO updates (mu = 2, KL to a reference) on the fixed batch; rank 0 writes what it saw."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tiny import tiny_llama_config
+    from transformers import LlamaForCausalLM
 
     from swerl.trainers.common import pack_sequences
     from swerl.trainers.config import GRPOConfig
@@ -72,18 +73,7 @@ def worker(stage: int, out: Path) -> None:
     from swerl.trainers.grpo import GRPOTrainer
 
     torch.manual_seed(0)
-    model = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=97,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=4,
-            tie_word_embeddings=True,
-            pad_token_id=0,
-        )
-    )
+    model = LlamaForCausalLM(tiny_llama_config(pad_token_id=0))
     config = GRPOConfig(
         output_dir=str(out.parent / "run"),
         num_generations=G,
