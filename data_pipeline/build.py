@@ -38,13 +38,12 @@ from data_pipeline.filters import candidate_drop_reason
 from data_pipeline.gitstore import ObjectReader
 from data_pipeline.render import build_row, check_expressible
 from data_pipeline.schema import (
-    DROP_SCHEMA,
     PREPARED_SCHEMA,
     ROW_SCHEMA,
     Candidate,
     drop,
 )
-from data_pipeline.shards import read_rows, read_table, write_table
+from data_pipeline.shards import read_drops, read_rows, write_drops, write_table
 from data_pipeline.tokens import token_counter
 
 # The stage each drop reason is recorded under, when it is not the stage that raised it.
@@ -180,7 +179,7 @@ def prepare_shard(task: BuildTask) -> Prepared:
         {"instance_id": c.instance_id, "repo": c.repo, "oracle_patch": r.oracle_patch} for c, r in rows
     ]
     write_table(task.rows, records, PREPARED_SCHEMA)
-    write_table(task.drops, drops, DROP_SCHEMA)
+    write_drops(task.drops, drops)
     threshold = task.config.dedup_threshold
     return Prepared(
         {"rows": len(rows), "drops": dict(Counter(d["reason"] for d in drops))},
@@ -197,7 +196,7 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
     prepared = _PREPARED.pop(str(task.prepared), None)
     if prepared is None:
         prepared, _ = _extract_shard(task.candidates, task.git_dirs, config)
-    dropped = set(read_table(task.dropped, columns=["instance_id"]).column(0).to_pylist())
+    dropped = {d["instance_id"] for d in read_drops(task.dropped, columns=["instance_id"])}
     kept = [(c, r) for c, r in prepared if c.instance_id not in dropped]
     by_repo: dict[str, list[int]] = {}
     for i, (candidate, _) in enumerate(kept):
@@ -230,5 +229,5 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
         write_table(task.rows, rows, ROW_SCHEMA)
     else:
         task.rows.unlink(missing_ok=True)
-    write_table(task.drops, [d for _, d in drops], DROP_SCHEMA)
+    write_drops(task.drops, [d for _, d in drops])
     return {"rows": len(rows), "drops": dict(Counter(d["reason"] for _, d in drops))}

@@ -12,6 +12,8 @@ Layout of the output directory:
     data/shard-NNNNN.parquet     final rows: context and prompt of each kept row (only shards that kept
                                  at least one row)
 
+A drops file exists only for a shard that its stage dropped something from (`shards.write_drops`).
+
 Dedup runs before the token budget and the format are checked and before context is chosen, so rows it
 drops never get counted, checked or rendered.
 The stages overlap: each collect shard is submitted for prepare as soon as it is written, and each
@@ -33,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from data_pipeline.build import (
@@ -47,8 +48,8 @@ from data_pipeline.build import (
 from data_pipeline.config import MineConfig
 from data_pipeline.dedup import Deduplicator, Fingerprint
 from data_pipeline.engines import BLOCK, Pending, Submit, open_engine
-from data_pipeline.schema import CANDIDATE_SCHEMA, DROP_SCHEMA, Candidate, drop
-from data_pipeline.shards import Manifest, shard_intact, shard_name, write_table
+from data_pipeline.schema import CANDIDATE_SCHEMA, Candidate, drop
+from data_pipeline.shards import Manifest, read_table, shard_intact, shard_name, write_drops, write_table
 from data_pipeline.sources.base import Source
 from data_pipeline.spill import SpillMap
 
@@ -143,9 +144,7 @@ def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bo
         # what is recorded, continue after the last recorded PR of each repository.
         skip: dict[str, int] = {}
         for name in recorded:
-            for record in pq.read_table(
-                out / name, columns=["repo", "pull_number", "instance_id"]
-            ).to_pylist():
+            for record in read_table(out / name, ["repo", "pull_number", "instance_id"]).to_pylist():
                 skip[record["repo"]] = max(skip.get(record["repo"], 0), record["pull_number"])
                 seen.put(record["instance_id"], 1)
             yield _index_of(name)
@@ -159,7 +158,7 @@ def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bo
             bar.update(len(batch))
             if not manifest.shard_done("collect", index):
                 write_table(out / shard_name(index), [c.record() for c in batch], CANDIDATE_SCHEMA)
-                write_table(out / _drops_name(index), dups, DROP_SCHEMA)
+                write_drops(out / _drops_name(index), dups)
                 repos = sorted({c.repo for c in batch})
                 info = {"rows": len(batch), "drops": dict(Counter(d["reason"] for d in dups)), "repos": repos}
                 manifest.record_shard("collect", index, info)
@@ -295,7 +294,7 @@ class _Pipeline:
                 why = self.deduper.check_fingerprint(fingerprint)
                 if why is not None:
                     drops.append(drop(instance, repo, "dedup", "near_duplicate", why))
-            write_table(self.manifest.out / "dedup" / _drops_name(index), drops, DROP_SCHEMA)
+            write_drops(self.manifest.out / "dedup" / _drops_name(index), drops)
             self.manifest.record_shard(
                 "dedup",
                 index,
@@ -332,7 +331,8 @@ def _wait(task: Pending[Any] | None) -> None:
 
 def _shard_files(manifest: Manifest, stage: str, name: str, info: dict[str, Any]) -> list[tuple[Path, int]]:
     """The files a finished shard of `stage` left, with the rows each must hold."""
-    files = [(manifest.out / stage / name.replace("shard-", "drops-"), sum(info.get("drops", {}).values()))]
+    dropped = sum(info.get("drops", {}).values())
+    files = [(manifest.out / stage / name.replace("shard-", "drops-"), dropped)] if dropped else []
     if stage == "render":
         return [*files, (manifest.out / "data" / name, info["rows"])] if info["rows"] else files
     if stage in ("collect", "build"):

@@ -27,6 +27,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from data_pipeline.schema import DROP_SCHEMA
+
 MANIFEST = "manifest.json"
 _DICTIONARY_COLUMNS = frozenset({"source", "repo", "problem_source", "stage", "reason", "author"})
 # 2: build/ holds prepared rows (dedup runs before context), a `render` stage writes data/.
@@ -81,6 +83,20 @@ def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema
 # whether their input is a pandas object; `pq.read_table` does too, `ParquetFile.read` does not.
 # Mining never uses pandas, so nothing else imports it. Columns holding None (none of the pipeline's
 # schemas do) and other types go through `pa.array`.
+def write_drops(path: Path, drops: list[dict[str, str]]) -> None:
+    """A stage's drops of one shard; no file when nothing was dropped (most shards of most stages), like
+    `data/`, which holds only shards that kept a row. A file an earlier run left there is removed."""
+    if drops:
+        write_table(path, drops, DROP_SCHEMA)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def read_drops(path: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """What `write_drops` wrote: no file is no drops."""
+    return read_table(path, columns).to_pylist() if path.exists() else []
+
+
 def rows_to_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     """`pa.Table.from_pylist(rows, schema=schema)`, without pandas for the pipeline's column types."""
     return pa.Table.from_arrays(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from data_pipeline.shards import MANIFEST
+from data_pipeline.shards import MANIFEST, read_drops
 
 _STAGE_ORDER = ("collect", "filter", "decontaminate", "extract", "dedup", "context", "render")
 
@@ -66,8 +66,7 @@ def funnel(out: Path) -> Funnel:
     result.complete = bool(stages.get("render", {}).get("done"))
     for stage in ("collect", "build", "dedup", "render"):
         for name in stages.get(stage, {}).get("shards", {}):
-            drops = out / stage / name.replace("shard-", "drops-")
-            for record in pq.read_table(drops, columns=["stage", "reason"]).to_pylist():
+            for record in read_drops(out / stage / name.replace("shard-", "drops-"), ["stage", "reason"]):
                 result.drops.setdefault(record["stage"], Counter())[record["reason"]] += 1
     return result
 

@@ -247,11 +247,24 @@ def test_shards_lost_in_a_crash_are_rebuilt(mined, tmp_path):
     data = sorted((out / "data").glob("shard-*.parquet"))
     data[0].write_bytes(data[0].read_bytes()[:100])  # truncated
     (out / "build" / "shard-00001.parquet").unlink()  # lost
-    (out / "collect" / "drops-00000.parquet").write_bytes(b"")
+    sorted((out / "build").glob("drops-*.parquet"))[0].write_bytes(b"")  # emptied
     source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
     summary = mine(out, source, CONFIG, workers=1, progress=False)
     assert read_dir(out / "data") == read_dir(mined["out"] / "data")
+    assert all_drops(out) == all_drops(mined["out"])
     assert summary.rows == mined["summary"].rows
+
+
+def test_drops_files_exist_only_where_something_was_dropped(mined):
+    """Like data/, which holds only shards that kept a row: a stage writes no empty drops file."""
+    state = json.loads((mined["out"] / "manifest.json").read_text())
+    for stage in ("collect", "build", "dedup", "render"):
+        for name, info in state["stages"][stage]["shards"].items():
+            path = mined["out"] / stage / name.replace("shard-", "drops-")
+            dropped = sum(info.get("drops", {}).values())
+            assert path.exists() == (dropped > 0), path
+            if dropped:
+                assert pq.read_metadata(path).num_rows == dropped
 
 
 def test_an_output_of_another_pipeline_version_is_refused(mined, tmp_path):
