@@ -158,6 +158,14 @@ def test_split_lines_only_breaks_on_newline():
     assert split_lines("\n\n") == ["\n", "\n"]
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab \n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\u2028\u2029é"), max_size=40))
+def test_split_lines_is_its_definition(text):
+    """Both paths (ASCII without other line breaks, and the rest) split on "\\n" only."""
+    parts = text.split("\n")
+    assert split_lines(text) == [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def test_rename_from_real_git(tmp_path):
     old = {"old_name.py": "".join(f"v{i}\n" for i in range(10))}
     (tmp_path / "repo").mkdir()

@@ -21,11 +21,19 @@ NO_NEWLINE_MARKER = "\\ No newline at end of file\n"
 FILE_MODE = "100644"
 
 
+# What `str.splitlines` also breaks on in ASCII text (and "\x85", "\u2028", "\u2029" beyond ASCII).
+_OTHER_ASCII_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e"
+
+
 def split_lines(text: str) -> list[str]:
     """Split `text` into lines that keep their "\\n". Only "\\n" ends a line, unlike `str.splitlines`.
 
     The last line has no "\\n" when the text doesn't end with one. An empty text has no lines.
     """
+    if text.isascii() and not any(char in text for char in _OTHER_ASCII_BREAKS):
+        # The same lines, about twice as fast (no string built per line): patches are applied to whole
+        # files on the mining hot path, and source files almost never hold those characters.
+        return text.splitlines(keepends=True)
     parts = text.split("\n")
     lines = [part + "\n" for part in parts[:-1]]
     if parts[-1]:
