@@ -36,6 +36,7 @@ from data_pipeline.dedup import Fingerprint, fingerprint
 from data_pipeline.extract import Dropped, Extracted, extract
 from data_pipeline.filters import candidate_drop_reason
 from data_pipeline.gitstore import ObjectReader
+from data_pipeline.model_rank import ModelRanker
 from data_pipeline.render import build_row, check_expressible
 from data_pipeline.schema import (
     PREPARED_SCHEMA,
@@ -189,8 +190,10 @@ def prepare_shard(task: BuildTask) -> Prepared:
 
 def render_shard(task: RenderTask) -> dict[str, Any]:
     """Fit and expressibility checks, context and prompt of every prepared row that dedup kept; returns
-    the manifest's record ({"rows": n, "drops": {reason: n}}). Writes no data file when no row is kept
-    (`data/` holds only non-empty shards: readers such as `datasets` reject 0-row files)."""
+    the manifest's record ({"rows": n, "drops": {reason: n}}, plus "model_no_picks": n, the rows whose
+    ranking model answer named no usable file, when a ranking model is configured). Writes no data file
+    when no row is kept (`data/` holds only non-empty shards: readers such as `datasets` reject 0-row
+    files)."""
     config = task.config
     count = token_counter(config.tokenizer)
     prepared = _PREPARED.pop(str(task.prepared), None)
@@ -198,29 +201,37 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
         prepared, _ = _extract_shard(task.candidates, task.git_dirs, config)
     dropped = {d["instance_id"] for d in read_drops(task.dropped, columns=["instance_id"])}
     kept = [(c, r) for c, r in prepared if c.instance_id not in dropped]
-    by_repo: dict[str, list[int]] = {}
-    for i, (candidate, _) in enumerate(kept):
-        by_repo.setdefault(candidate.repo, []).append(i)
     outcome: list[dict[str, Any] | None] = [None] * len(kept)
     drops: list[tuple[int, dict[str, str]]] = []
+    by_repo: dict[str, list[int]] = {}
+    for i, (candidate, result) in enumerate(kept):
+        try:
+            check_expressible(result)
+        except Dropped as err:
+            drops.append((i, _render_drop(candidate, err)))
+            continue
+        by_repo.setdefault(candidate.repo, []).append(i)
+    builders: dict[str, ContextBuilder] = {}
     for repo, indices in by_repo.items():
         reader = _pipe(ObjectReader, task.git_dirs[repo])
-        builder = ContextBuilder(reader, config.context, config.filters, count)
-        builder.prefetch((kept[i][1].base_commit, kept[i][1].new) for i in indices)
+        builders[repo] = ContextBuilder(reader, config.context, config.filters, count)
+        builders[repo].prefetch((kept[i][1].base_commit, kept[i][1].new) for i in indices)
+    ranker = ModelRanker.from_config(config.context)
+    picks = _model_picks(ranker, builders, kept, by_repo) if ranker is not None else {}
+    for repo, indices in by_repo.items():
         for i in indices:
             candidate, result = kept[i]
             try:
-                check_expressible(result)
-                context = builder.build(
+                context = builders[repo].build(
                     candidate.instance_id,
                     result.base_commit,
                     candidate.problem_statement,
                     result.base,
-                    [p for p in result.new if p not in result.base],
+                    _new_paths(result),
+                    picks.get(candidate.instance_id, ()),
                 )
             except Dropped as err:
-                stage = _STAGE_OF_REASON.get(err.reason, "render")
-                drops.append((i, drop(candidate.instance_id, repo, stage, err.reason, err.detail)))
+                drops.append((i, _render_drop(candidate, err)))
                 continue
             outcome[i] = build_row(candidate, result, context, count)
     rows = [row for row in outcome if row is not None]
@@ -230,4 +241,39 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
     else:
         task.rows.unlink(missing_ok=True)
     write_drops(task.drops, [d for _, d in drops])
-    return {"rows": len(rows), "drops": dict(Counter(d["reason"] for _, d in drops))}
+    info: dict[str, Any] = {"rows": len(rows), "drops": dict(Counter(d["reason"] for _, d in drops))}
+    if ranker is not None:
+        info["model_no_picks"] = sum(1 for found in picks.values() if not found)
+    return info
+
+
+def _new_paths(result: Extracted) -> list[str]:
+    """Paths the PR adds (not in the base)."""
+    return [p for p in result.new if p not in result.base]
+
+
+def _render_drop(candidate: Candidate, err: Dropped) -> dict[str, str]:
+    stage = _STAGE_OF_REASON.get(err.reason, "render")
+    return drop(candidate.instance_id, candidate.repo, stage, err.reason, err.detail)
+
+
+def _model_picks(
+    ranker: ModelRanker,
+    builders: dict[str, ContextBuilder],
+    kept: list[tuple[Candidate, Extracted]],
+    by_repo: dict[str, list[int]],
+) -> dict[str, list[str]]:
+    """instance id -> the files the ranking model picked, for every row about to get context: one batch
+    of requests for the whole shard, so a slow server serves several rows at once."""
+    asked: list[str] = []
+    requests = []
+    for repo, indices in by_repo.items():
+        for i in indices:
+            candidate, result = kept[i]
+            request = builders[repo].rank_request(
+                result.base_commit, candidate.problem_statement, result.base, _new_paths(result)
+            )
+            if request is not None:
+                asked.append(candidate.instance_id)
+                requests.append(request)
+    return dict(zip(asked, ranker.rank_many(requests), strict=True))

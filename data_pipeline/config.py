@@ -1,5 +1,5 @@
 """Options of a mining run. They are recorded in the manifest, so a resumed run cannot silently mix
-rows made under different options. Secrets (the GitHub token) are never part of it."""
+rows made under different options. Secrets (the GitHub token, the ranking API key) are never part of it."""
 
 from __future__ import annotations
 
@@ -38,11 +38,26 @@ class ContextConfig:
     seed: int = 0
     # The prompt style of swerl.edit_format ("full" or "compact"); train and serve with the same one.
     prompt_style: str = "full"
+    # Optional model ranking of the unmodified files (`model_rank.py`): a chat model served at an
+    # OpenAI-compatible base URL. Only the *name* of the variable holding the API key is kept here.
+    rank_model: str | None = None
+    rank_base_url: str | None = None
+    rank_api_key_env: str = "OPENAI_API_KEY"
+    rank_top_k: int = 5
 
     def __post_init__(self) -> None:
         from swerl.edit_format import system_prompt_for
 
         system_prompt_for(self.prompt_style)  # refuses an unknown style, in the edit format's own words
+        if (self.rank_model is None) != (self.rank_base_url is None):
+            raise ValueError(
+                "context ranking needs both a model and a base URL (--rank-model and --rank-base-url), "
+                "or neither"
+            )
+        if self.rank_top_k < 1:
+            raise ValueError(f"--rank-top-k must be at least 1, not {self.rank_top_k}")
+        if not self.rank_api_key_env:
+            raise ValueError("--rank-api-key-env must name an environment variable")
 
 
 @dataclass(frozen=True)

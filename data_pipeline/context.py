@@ -3,17 +3,18 @@
 If only modified files were shown, a policy would learn to edit everything it sees. So the prompt also
 shows unmodified files a developer would open: files the modified ones import or are imported by, files
 in the same package, and files that BM25 ranks high against the issue text, in that order of preference,
-as long as the token budget allows. The final order is a shuffle seeded by the instance id (reproducible,
-independent of PYTHONHASHSEED). Unmodified files are read at the base commit through the object reader;
-per-blob facts (term counts, imports, token count) are cached by blob sha, since most files are the same
-blob from one PR to the next.
+as long as the token budget allows. When a ranking model is configured (`model_rank.py`), the files it
+names come before all of these, in its order. The final order is a shuffle seeded by the instance id
+(reproducible, independent of PYTHONHASHSEED). Unmodified files are read at the base commit through the
+object reader; per-blob facts (term counts, imports, token count) are cached by blob sha, since most
+files are the same blob from one PR to the next.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter, OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import PurePosixPath
@@ -24,6 +25,7 @@ from data_pipeline.extract import Dropped
 from data_pipeline.filters import file_role
 from data_pipeline.gitstore import GitError, ObjectReader
 from data_pipeline.imports import ModuleIndex, imported_modules, module_names
+from data_pipeline.model_rank import RankRequest
 from data_pipeline.tokens import TokenCounter, count_composed, estimate_tokens, estimate_uncached
 from swerl.edit_format import build_messages, render_repair_prompt, system_prompt_for
 
@@ -146,6 +148,19 @@ class ContextBuilder:
             files.update(dict.fromkeys(pool.items()))
         self._index(list(files))
 
+    def rank_request(
+        self, base_commit: str, problem: str, modified: Iterable[str], new_paths: list[str]
+    ) -> RankRequest | None:
+        """What to ask a ranking model about a PR: its issue, the unmodified files its context may show
+        (the pool of `build`) and its changed paths; None when the base commit cannot be read (the PR's
+        own `build` reports that)."""
+        changed = [*modified, *new_paths]
+        try:
+            pool = self._pool(base_commit, {_split(p)[1] for p in changed}, set(changed))
+        except GitError:
+            return None
+        return RankRequest(problem, tuple(pool), tuple(changed))
+
     def _index(self, files: list[tuple[str, str]]) -> None:
         """Compute and cache the facts of each (path, blob sha) not cached yet: from the version store
         when it holds that very blob, else from the blob, read in one batch with the others. Facts are
@@ -247,9 +262,15 @@ class ContextBuilder:
         return BlobFacts(counts, length, imports, body + (lines.total() - 1) + _FILE_OVERHEAD)
 
     def _ranked_extras(
-        self, base_commit: str, problem: str, modified: dict[str, str], new_paths: list[str]
+        self,
+        base_commit: str,
+        problem: str,
+        modified: dict[str, str],
+        new_paths: list[str],
+        model_picks: Sequence[str] = (),
     ) -> list[tuple[str, str, str, int]]:
-        """(path, blob sha, reason, tokens) of unmodified files, most relevant first."""
+        """(path, blob sha, reason, tokens) of unmodified files, most relevant first: the readable
+        `model_picks` in their order, then the model-free tiers."""
         shas: dict[str, str] = {}
         pool = self._pool(base_commit, {_split(p)[1] for p in [*modified, *new_paths]}, modified, shas)
         facts = self._facts_of(pool)
@@ -266,8 +287,11 @@ class ContextBuilder:
         imported_by = {p for p, f in facts.items() if f.imports & names_of_targets}
         dirs = {_split(p)[0] for p in targets}
         scores = dict(bm25.rank(problem, {p: (f.terms, f.length) for p, f in facts.items()}))
+        picked = {path: facts[path] for path in model_picks if path in facts}  # in the model's order
         ranked = []
         for path, f in facts.items():
+            if path in picked:
+                continue
             if path in imports or path in imported_by:
                 tier, reason = 0, "imports" if path in imports else "imported_by"
             elif _split(path)[0] in dirs:
@@ -278,7 +302,8 @@ class ContextBuilder:
                 continue
             ranked.append((tier, -scores.get(path, 0.0), path, reason, f.tokens))
         ranked.sort()
-        return [(path, pool[path], reason, tokens) for _, _, path, reason, tokens in ranked]
+        first = [(path, pool[path], "model", f.tokens) for path, f in picked.items()]
+        return first + [(path, pool[path], reason, tokens) for _, _, path, reason, tokens in ranked]
 
     def build(
         self,
@@ -287,8 +312,10 @@ class ContextBuilder:
         problem: str,
         modified: dict[str, str],
         new_paths: list[str],
+        model_picks: Sequence[str] = (),
     ) -> ContextResult:
         """Modified files plus extras within `max_prompt_tokens`, shuffled by the instance id, rendered.
+        `model_picks` are the unmodified files a ranking model named for this PR, most relevant first.
 
         Raises `Dropped("context_too_large")` when the modified files alone do not fit. Extras are
         chosen greedily by relevance with an estimate of each file's share of the prompt; the rendered
@@ -305,7 +332,8 @@ class ContextBuilder:
         files = list(modified.items())
         result = ContextResult(files=files, reasons=dict.fromkeys(modified, "modified"))
         chosen: list[tuple[str, str]] = []
-        for path, sha, reason, tokens in self._ranked_extras(base_commit, problem, modified, new_paths):
+        extras = self._ranked_extras(base_commit, problem, modified, new_paths, model_picks)
+        for path, sha, reason, tokens in extras:
             if len(chosen) >= self.config.max_extra_files:
                 break
             if used + tokens > budget:

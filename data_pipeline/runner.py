@@ -64,6 +64,8 @@ class RunSummary:
     rows: int = 0
     drops: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
+    # Rows the context ranking model answered for without naming a usable file (see `model_rank.py`).
+    model_no_picks: int = 0
 
     def report(self) -> str:
         lines = [
@@ -71,6 +73,8 @@ class RunSummary:
             f"  -> {self.out / 'data'}"
         ]
         lines += [f"  dropped {reason}: {n}" for reason, n in self.drops.most_common()]
+        if self.model_no_picks:
+            lines.append(f"  rows the ranking model named no usable file for: {self.model_no_picks}")
         return "\n".join(lines)
 
 
@@ -362,7 +366,9 @@ def summarize(manifest: Manifest) -> RunSummary:
         for info in manifest.stage(stage)["shards"].values():
             summary.drops.update(info.get("drops", {}))
     summary.candidates = sum(i["rows"] for i in manifest.stage("collect")["shards"].values())
-    summary.rows = sum(i["rows"] for i in manifest.stage("render")["shards"].values())
+    rendered = manifest.stage("render")["shards"].values()
+    summary.rows = sum(i["rows"] for i in rendered)
+    summary.model_no_picks = sum(i.get("model_no_picks", 0) for i in rendered)
     return summary
 
 

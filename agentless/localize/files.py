@@ -9,7 +9,6 @@ reciprocal rank, so either source can pull a file up without the other's consent
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from agentless.localize.index import RepoIndex, is_source, is_test_path
 from agentless.localize.signals import IssueSignals, extract_signals
 from data_pipeline.bm25 import bm25_scores, terms
+from data_pipeline.model_rank import paths_in_answer
 
 
 @dataclass(frozen=True)
@@ -162,16 +162,11 @@ def file_ranking_messages(issue: str, tree: str, *, k: int = 5) -> list[dict[str
     return [{"role": "user", "content": content}]
 
 
-_PATHLIKE = re.compile(r"[\w./-]+\.\w+")
-
-
 def parse_file_ranking(text: str, index: RepoIndex, *, k: int = 5) -> list[str]:
-    """Repository files named in the model's answer, in order; unknown or ambiguous names are dropped."""
-    block = re.search(r"```[^\n]*\n(.*?)```", text, re.DOTALL)
-    body = block.group(1) if block else text
+    """Repository files named in the model's answer, in order; unknown or ambiguous names are dropped.
+    A name may be a unique suffix of a path (models often drop the leading directories)."""
     found: list[str] = []
-    for candidate in _PATHLIKE.findall(body):
-        candidate = candidate.strip("./")
+    for candidate in paths_in_answer(text):
         match = [candidate] if candidate in index.blobs else index.by_suffix(candidate)
         if len(match) == 1 and is_source(match[0]) and match[0] not in found:
             found.append(match[0])

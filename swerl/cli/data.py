@@ -31,7 +31,9 @@ def register(groups: argparse._SubParsersAction) -> None:
         epilog="examples:\n"
         "  swerl data mine --local ~/src/myproject --out runs/mined\n"
         "  GITHUB_TOKEN=... swerl data mine --github owner/repo --github owner/other --out runs/gh\n"
-        "  swerl data mine --gharchive dumps/ --clones clones/ --out runs/gha",
+        "  swerl data mine --gharchive dumps/ --clones clones/ --out runs/gha\n"
+        "  OPENAI_API_KEY=... swerl data mine --local ~/src/myproject --out runs/ranked \\\n"
+        "      --rank-model gpt-4o-mini --rank-base-url https://api.openai.com/v1",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = mine.add_mutually_exclusive_group(required=True)
@@ -99,6 +101,34 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="prompt style of swerl.edit_format: full, or compact for small-context models (default full)",
     )
     mine.add_argument(
+        "--rank-model",
+        metavar="NAME",
+        default=None,
+        help="also let this chat model pick the unmodified context files: its picks come first, then "
+        "imports / same package / BM25 (needs --rank-base-url; default: no model)",
+    )
+    mine.add_argument(
+        "--rank-base-url",
+        metavar="URL",
+        default=None,
+        help="OpenAI-compatible API serving --rank-model, up to /v1 (e.g. https://api.openai.com/v1, "
+        "or http://localhost:8000/v1 for `vllm serve`)",
+    )
+    mine.add_argument(
+        "--rank-api-key-env",
+        metavar="NAME",
+        default="OPENAI_API_KEY",
+        help="environment variable holding the API key of --rank-base-url, read by each worker, never "
+        "stored (default OPENAI_API_KEY; unset: no key)",
+    )
+    mine.add_argument(
+        "--rank-top-k",
+        type=int,
+        metavar="N",
+        default=5,
+        help="files the model may pick per PR, at most (default 5; --max-extra-files still caps the extras)",
+    )
+    mine.add_argument(
         "--dedup-threshold", type=float, default=0.9, help="near-duplicate Jaccard (default 0.9)"
     )
     mine.add_argument(
@@ -148,6 +178,10 @@ def _config(args: argparse.Namespace):
             max_prompt_tokens=args.max_prompt_tokens,
             max_extra_files=args.max_extra_files,
             prompt_style=args.prompt_style,
+            rank_model=args.rank_model,
+            rank_base_url=args.rank_base_url,
+            rank_api_key_env=args.rank_api_key_env,
+            rank_top_k=args.rank_top_k,
         ),
         shard_size=args.shard_size,
         decontaminate=not args.no_decontaminate,
@@ -182,16 +216,22 @@ def _source(args: argparse.Namespace):
 
 
 def _run_mine(args: argparse.Namespace) -> int:
+    from data_pipeline.model_rank import RankServerError
     from data_pipeline.runner import mine
 
-    summary = mine(
-        args.out,
-        _source(args),
-        _config(args),
-        workers=args.workers,
-        progress=not args.quiet,
-        engine=args.engine,
-    )
+    try:
+        summary = mine(
+            args.out,
+            _source(args),
+            _config(args),
+            workers=args.workers,
+            progress=not args.quiet,
+            engine=args.engine,
+        )
+    except RankServerError as err:
+        # A message the user can act on, not a traceback through the worker pool.
+        print(f"swerl: error: {err}", file=sys.stderr)
+        return 1
     print(summary.report(), file=sys.stderr)
     return 0
 

@@ -10,7 +10,11 @@ choice (vLLM: `--logprobs-mode`, by default the raw logits before temperature).
 
 Standard library only (urllib + threads): requests go out in chunks of `prompts_per_request`, a few at a
 time, and connection errors, 429 and 5xx answers are retried with exponential backoff; other 4xx
-answers are the caller's mistake and fail at once.
+answers are the caller's mistake and fail at once (`post_json`).
+
+`ChatClient` is the text counterpart over the chat completions endpoint, which every hosted and
+self-hosted OpenAI-compatible server offers and which needs no local tokenizer: for side tasks that
+want a model's words, not its token ids (the data pipeline's context ranking).
 """
 
 from __future__ import annotations
@@ -19,13 +23,16 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from swerl.rollout.base import Completion, FinishReason, SamplingParams
 
 _TOKEN_ID_PREFIX = "token_id:"
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 class CompletionServerError(RuntimeError):
@@ -111,7 +118,107 @@ def parse_completion_response(
     return groups
 
 
-class OpenAIEngine:
+def post_json(
+    url: str,
+    body: dict[str, Any],
+    *,
+    api_key: str | None = None,
+    timeout: float = 600.0,
+    max_retries: int = 5,
+    backoff: float = 0.5,
+    max_backoff: float = 30.0,
+) -> dict[str, Any]:
+    """POST `body` as JSON and return the decoded answer, retrying what a busy or restarting server causes.
+
+    Connection errors, timeouts, 429 and 5xx are retried up to `max_retries` times, waiting `backoff`
+    seconds doubled on each retry (at most `max_backoff`); any other 4xx is the caller's mistake (a wrong
+    model name, an oversized request) and fails at once, as does a 200 that is not JSON. Every error is a
+    `CompletionServerError` whose message names the URL, the attempts and what the server said, with
+    `api_key` replaced by `***`: a server or proxy may echo request headers in its error page.
+    """
+    data = json.dumps(body).encode("utf-8")
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    attempt = 0
+    while True:
+        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                payload = response.read()
+            try:
+                return json.loads(payload)
+            except json.JSONDecodeError as exc:
+                raise CompletionServerError(f"the server answered invalid JSON: {exc}") from exc
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:2000]
+            retriable = exc.code == 429 or exc.code >= 500
+            if not retriable or attempt >= max_retries:
+                message = f"POST {url} failed with HTTP {exc.code} after {attempt + 1} attempt(s): {detail}"
+                raise CompletionServerError(_scrub(message, api_key), status=exc.code) from exc
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            if attempt >= max_retries:
+                message = f"POST {url} failed after {attempt + 1} attempt(s): {exc}"
+                raise CompletionServerError(_scrub(message, api_key)) from exc
+        time.sleep(min(max_backoff, backoff * 2**attempt))
+        attempt += 1
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+def map_in_threads(fn: Callable[[_T], _R], items: Sequence[_T], max_concurrency: int) -> list[_R]:
+    """`[fn(item) for item in items]` with up to `max_concurrency` calls in flight, results in input order.
+
+    The first failure (in input order) is raised once the calls in flight have ended; the calls not
+    started yet are cancelled, so a dead server is not retried once per remaining item. One item runs
+    inline: a thread would only add its start-up.
+    """
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=max(1, min(max_concurrency, len(items)))) as pool:
+        futures = [pool.submit(fn, item) for item in items]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+class _JsonClient:
+    """What the clients below share: an endpoint URL, a key and a retry policy, used by `_post`."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None,
+        timeout: float,
+        max_retries: int,
+        backoff: float,
+        max_backoff: float,
+    ) -> None:
+        self.url = url
+        self.api_key = api_key
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        return post_json(
+            self.url,
+            body,
+            api_key=self.api_key,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+            max_backoff=self.max_backoff,
+        )
+
+
+class OpenAIEngine(_JsonClient):
     """Samples from a completions server; `base_url` ends before `/completions` (e.g. `http://h:8000/v1`).
 
     Requests hold up to `prompts_per_request` prompts, at most `max_concurrency` in flight. A fixed
@@ -132,13 +239,9 @@ class OpenAIEngine:
         max_concurrency: int = 4,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        self.url = base_url.rstrip("/") + "/completions"
+        url = base_url.rstrip("/") + "/completions"
+        super().__init__(url, api_key, timeout, max_retries, backoff, max_backoff)
         self.model = model
-        self.api_key = api_key
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
         self.prompts_per_request = max(1, prompts_per_request)
         self.max_concurrency = max(1, max_concurrency)
         self.extra_body = dict(extra_body or {})
@@ -154,11 +257,7 @@ class OpenAIEngine:
             body = completion_request_body(self.model, chunk, params, self.extra_body)
             return parse_completion_response(self._post(body), chunk, params.n)
 
-        if len(chunks) <= 1:
-            results = [run(chunk) for chunk in chunks]
-        else:
-            with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(chunks))) as pool:
-                results = list(pool.map(run, chunks))
+        results = map_in_threads(run, chunks, self.max_concurrency)
         return [group for chunk_groups in results for group in chunk_groups]
 
     def sync_weights(self, model: object) -> None:
@@ -171,31 +270,57 @@ class OpenAIEngine:
     def close(self) -> None:
         """Nothing to release: every request opens and closes its own connection."""
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        data = json.dumps(body).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        attempt = 0
-        while True:
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    payload = response.read()
-                try:
-                    return json.loads(payload)
-                except json.JSONDecodeError as exc:
-                    raise CompletionServerError(f"the server answered invalid JSON: {exc}") from exc
-            except urllib.error.HTTPError as exc:
-                detail = exc.read().decode("utf-8", "replace")[:2000]
-                retriable = exc.code == 429 or exc.code >= 500
-                if not retriable or attempt >= self.max_retries:
-                    message = f"POST {self.url} failed with HTTP {exc.code} after {attempt + 1} attempt(s)"
-                    raise CompletionServerError(f"{message}: {detail}", status=exc.code) from exc
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-                if attempt >= self.max_retries:
-                    raise CompletionServerError(
-                        f"POST {self.url} failed after {attempt + 1} attempt(s): {exc}"
-                    ) from exc
-            time.sleep(min(self.max_backoff, self.backoff * 2**attempt))
-            attempt += 1
+
+class ChatClient(_JsonClient):
+    """Text answers from `POST {base_url}/chat/completions` (`base_url` like `http://h:8000/v1`).
+
+    Greedy (`temperature` 0) and, when `seed` is set, seeded: as reproducible as the server makes them.
+    Retries and errors are `post_json`'s. A content of `null` (a refusal, or a reasoning model that used
+    its whole budget before answering) comes back as "", which callers treat as no answer; an answer
+    without `choices[0].message` is not the chat completions API and raises `CompletionServerError`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        seed: int | None = None,
+        timeout: float = 300.0,
+        max_retries: int = 5,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+    ) -> None:
+        url = base_url.rstrip("/") + "/chat/completions"
+        super().__init__(url, api_key, timeout, max_retries, backoff, max_backoff)
+        self.model = model
+        self.seed = seed
+
+    def complete(self, messages: Sequence[dict[str, str]], *, max_tokens: int) -> str:
+        """The model's answer to one conversation."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            "temperature": 0,
+            "max_tokens": max_tokens,
+        }
+        if self.seed is not None:
+            body["seed"] = self.seed
+        return _message_content(self._post(body))
+
+    def complete_many(
+        self, conversations: Sequence[Sequence[dict[str, str]]], *, max_tokens: int, max_concurrency: int = 8
+    ) -> list[str]:
+        """One answer per conversation, in input order, with at most `max_concurrency` requests in flight."""
+        return map_in_threads(
+            lambda messages: self.complete(messages, max_tokens=max_tokens), conversations, max_concurrency
+        )
+
+
+def _message_content(response: dict[str, Any]) -> str:
+    try:
+        content = response["choices"][0]["message"].get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise CompletionServerError("the server answered without choices[0].message") from None
+    return content if isinstance(content, str) else ""
