@@ -61,5 +61,6 @@ target="."
 [ -n "$EXTRAS" ] && target=".[$EXTRAS]"
 echo "[bootstrap] installing swerl ($target) with $torch_spec pinned"
 PIP_CONSTRAINT="$PWD/$constraints" "${PIP[@]}" install -e "$target"
-"$VENV/bin/python" -c 'import swerl.fastdiff as f; print("[bootstrap] compiled matcher:", f.HAVE_EXTENSION)'
+"$VENV/bin/python" -c 'import swerl.fastdiff as f, data_pipeline.tokens as t
+print("[bootstrap] compiled matcher:", f.HAVE_EXTENSION, "| compiled token estimate:", t.HAVE_EXTENSION)'
 echo "$want" > "$STAMP"
