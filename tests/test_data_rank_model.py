@@ -10,11 +10,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from fake_http import JsonPostServer
 
 from data_pipeline import model_rank
 from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
@@ -39,49 +39,15 @@ KEY = "sk-test-DO-NOT-LEAK-4242"
 MADE_UP = "pkg/not_in_the_repo.py"
 
 
-class FakeChat:
-    """`POST /v1/chat/completions`: records each request (path, Authorization header, body) and answers
-    `choices[0].message.content = answer(body)`. `failures` are HTTP statuses answered first, one per
-    request; their body echoes the Authorization header, as a careless proxy might."""
+class FakeChat(JsonPostServer):
+    """`POST /v1/chat/completions`: answers `choices[0].message.content = answer(body)`. Failure answers
+    echo the Authorization header, as a careless proxy might."""
 
     def __init__(self, answer: Callable[[dict], str | None]) -> None:
-        self.answer = answer
-        self.requests: list[dict] = []
-        self.failures: list[int] = []
-        self.lock = threading.Lock()
-        server = self
+        def reply(body: dict) -> dict:
+            return {"choices": [{"index": 0, "message": {"role": "assistant", "content": answer(body)}}]}
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                auth = self.headers.get("Authorization")
-                with server.lock:
-                    server.requests.append({"path": self.path, "auth": auth, "body": body})
-                    status = server.failures.pop(0) if server.failures else 200
-                if status == 200:
-                    content = server.answer(body)
-                    payload = {
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]
-                    }
-                else:
-                    payload = {"error": f"overloaded; your headers: Authorization: {auth}"}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(reply, lambda auth: {"error": f"overloaded; your headers: Authorization: {auth}"})
 
 
 def _section(content: str, tag: str) -> list[str]:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
+from fake_http import JsonPostServer
 
 from swerl.rollout import RolloutEngine, SamplingParams
 from swerl.rollout.openai_client import (
@@ -17,7 +14,7 @@ from swerl.rollout.openai_client import (
 )
 
 
-class FakeServer:
+class FakeServer(JsonPostServer):
     """Answers like vLLM: for prompt p and sample j the completion is [p[0] + j, 99], log-probs -0.5 each.
 
     `failures` is a list of HTTP statuses to answer first, one per request, before behaving.
@@ -25,39 +22,8 @@ class FakeServer:
     """
 
     def __init__(self):
-        self.requests: list[dict] = []
-        self.failures: list[int] = []
+        super().__init__(self.answer)
         self.style = "token_ids"
-        self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server.lock:
-                    server.requests.append(
-                        {"path": self.path, "auth": self.headers.get("Authorization"), **body}
-                    )
-                    status = server.failures.pop(0) if server.failures else 200
-                if status != 200:
-                    self.send_response(status)
-                    self.end_headers()
-                    self.wfile.write(b'{"error": "busy"}')
-                    return
-                payload = json.dumps(server.answer(body)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     def answer(self, body):
         choices = []
@@ -75,10 +41,6 @@ class FakeServer:
                 choices.append(choice)
         choices.reverse()  # servers may answer in any order; `index` is what counts
         return {"id": "cmpl-1", "object": "text_completion", "choices": choices}
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
@@ -107,8 +69,8 @@ def test_grouping_across_chunks_and_request_contents(server):
             assert c.logprobs == [-0.5, -0.25]
             assert c.finish_reason == "stop" and c.text == f"t{prompt[0] + j}"
     assert len(server.requests) == 3  # 2 + 2 + 1 prompts
-    req = server.requests[0]
-    assert req["path"] == "/v1/completions" and req["auth"] == "Bearer k"
+    assert server.requests[0]["path"] == "/v1/completions" and server.requests[0]["auth"] == "Bearer k"
+    req = server.requests[0]["body"]
     assert req["model"] == "tiny" and req["n"] == 3 and req["max_tokens"] == 7 and req["top_k"] == 5
     assert req["seed"] == 4 and req["stop_token_ids"] == [9] and req["logprobs"] == 0
     assert req["return_token_ids"] and req["return_tokens_as_token_ids"]
