@@ -64,7 +64,10 @@ class ContextConfig:
 class MineConfig:
     filters: FilterConfig = field(default_factory=FilterConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
-    shard_size: int = 64
+    # Candidates per shard: the unit of work, resumption and memory in flight. Each shard costs a few ms
+    # of fixed work (its Parquet files, git round trips); 128 measured 10% faster than 64 on the mining
+    # bench, with a shorter tail and less memory than 192-256.
+    shard_size: int = 128
     decontaminate: bool = True
     decontamination_ids: tuple[str, ...] = ()
     decontamination_repos: tuple[str, ...] = ()

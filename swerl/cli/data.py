@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from data_pipeline.config import MineConfig
 from swerl.edit_format.prompts import PROMPT_STYLES
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "swerl" / "clones"
@@ -73,7 +74,12 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     mine.add_argument("--max-prs", type=int, default=None, help="--github: stop after N merged PRs per repo")
     mine.add_argument("--repos", nargs="*", default=None, help="--gharchive: only these OWNER/REPO")
-    mine.add_argument("--shard-size", type=int, default=64, help="candidates per shard (default 64)")
+    mine.add_argument(
+        "--shard-size",
+        type=int,
+        default=MineConfig.shard_size,
+        help="candidates per shard: the unit of work and of resumption (default %(default)s)",
+    )
     mine.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     mine.add_argument(
         "--engine",
