@@ -13,10 +13,13 @@ in shard order, so the manifest lists shards in order and a resumed run sees the
   most of what they read (the base of a PR's file is usually the merged file of a PR just before it),
   so a process that runs a run of consecutive shards reads from git and indexes about a `BLOCK`th of
   what one running every other shard does. Blocks are handed out in turn, so the processes stay about
-  equally loaded.
+  equally loaded. Because a shard's render runs where its prepare ran, it finds the extracted rows in
+  that process's memory (`build._PREPARED`) instead of extracting them again.
 - `ray` (optional extra, `pip install swerl[ray]`): one Ray task per shard. `ray.init()` joins the
   cluster named by `RAY_ADDRESS` when set, else starts a local instance with `workers` CPUs. On a
   cluster, the clone cache and the output directory must be on storage every node sees at the same path.
+  A render task placed on another process than its prepare extracts its shard again (same rows, more
+  work: the price of letting Ray place tasks freely).
 """
 
 from __future__ import annotations
