@@ -14,9 +14,9 @@ the format or given context.
 What prepare extracted for a shard (contents of the modified files) stays in the memory of the process
 that prepared it until that shard's render, which the local engine runs on the same process: the build
 shard on disk holds only what dedup needs (instance id, repository, oracle patch). A render that finds
-nothing in its process (a resumed run, a Ray task on another node, a shard pushed out of the bounded
-cache) extracts the shard again from its candidates: extraction is a pure function of the candidates and
-the repository, so the rows are the same either way.
+nothing in its process (a resumed run, the Ray engine, whose tasks go anywhere and which keeps nothing,
+a shard pushed out of the bounded cache) extracts the shard again from its candidates: extraction is a
+pure function of the candidates and the repository, so the rows are the same either way.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ class BuildTask:
     drops: Path
     git_dirs: dict[str, str]
     config: MineConfig
+    # Leave the extracted rows in this process for the shard's render: only where the engine runs both
+    # stages of a shard on one process (`engines.SAME_PROCESS`); elsewhere they would only hold memory.
+    keep: bool = True
 
 
 @dataclass(frozen=True)
@@ -169,13 +172,13 @@ def _extract_shard(
 
 
 def prepare_shard(task: BuildTask) -> Prepared:
-    """Filter, decontaminate and extract one shard; the rows stay in this process for the render."""
+    """Filter, decontaminate and extract one shard; the rows stay in this process for the render when
+    `task.keep`."""
     rows, drops = _extract_shard(task.candidates, task.git_dirs, task.config)
-    key = str(task.rows)
-    _PREPARED[key] = rows
-    _PREPARED.move_to_end(key)
-    while len(_PREPARED) > _PREPARED_MAX:
-        _PREPARED.popitem(last=False)
+    if task.keep:
+        _PREPARED[str(task.rows)] = rows
+        while len(_PREPARED) > _PREPARED_MAX:
+            _PREPARED.popitem(last=False)
     records = [
         {"instance_id": c.instance_id, "repo": c.repo, "oracle_patch": r.oracle_patch} for c, r in rows
     ]

@@ -18,8 +18,8 @@ in shard order, so the manifest lists shards in order and a resumed run sees the
 - `ray` (optional extra, `pip install swerl[ray]`): one Ray task per shard. `ray.init()` joins the
   cluster named by `RAY_ADDRESS` when set, else starts a local instance with `workers` CPUs. On a
   cluster, the clone cache and the output directory must be on storage every node sees at the same path.
-  A render task placed on another process than its prepare extracts its shard again (same rows, more
-  work: the price of letting Ray place tasks freely).
+  A render task extracts its shard again (same rows, more work: the price of letting Ray place tasks
+  freely), so prepare does not keep the rows there (`SAME_PROCESS`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 ENGINES = ("local", "ray")
+# Whether an engine runs the prepare and the render of a shard on the same process, so that the render
+# finds what the prepare extracted in that process's memory.
+SAME_PROCESS = {"local": True, "ray": False}
 
 
 class Pending(Protocol[R]):

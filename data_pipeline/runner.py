@@ -47,7 +47,7 @@ from data_pipeline.build import (
 )
 from data_pipeline.config import MineConfig
 from data_pipeline.dedup import Deduplicator, Fingerprint
-from data_pipeline.engines import BLOCK, Pending, Submit, open_engine
+from data_pipeline.engines import BLOCK, SAME_PROCESS, Pending, Submit, open_engine
 from data_pipeline.schema import CANDIDATE_SCHEMA, Candidate, drop
 from data_pipeline.shards import Manifest, read_table, shard_intact, shard_name, write_drops, write_table
 from data_pipeline.sources.base import Source
@@ -194,6 +194,7 @@ class _Pipeline:
         config: MineConfig,
         submit: Submit[Any, Any],
         workers: int,
+        keep: bool,
         progress: bool,
         on_stage: Callable[[str], None] | None,
     ) -> None:
@@ -202,6 +203,7 @@ class _Pipeline:
         self.config = config
         self.submit = submit
         self.window = WINDOW_PER_WORKER * workers
+        self.keep = keep
         self.on_stage = on_stage
         self.started: set[str] = set()
         self.git_dirs: dict[str, str] = {}
@@ -240,6 +242,7 @@ class _Pipeline:
                         drops=self.manifest.out / "build" / _drops_name(index),
                         git_dirs=self._git_dirs(index),
                         config=self.config,
+                        keep=self.keep,
                     ),
                     index,
                 )
@@ -392,7 +395,8 @@ def mine(
     check_finished(manifest)
     workers = workers or max(1, (os.cpu_count() or 1))
     with open_engine(engine, workers) as submit:
-        _Pipeline(source, manifest, config, submit, workers, progress, on_stage).run()
+        keep = SAME_PROCESS.get(engine, False)
+        _Pipeline(source, manifest, config, submit, workers, keep, progress, on_stage).run()
     summary = summarize(manifest)
     summary.seconds = time.perf_counter() - start
     return summary

@@ -276,3 +276,25 @@ def test_an_output_of_another_pipeline_version_is_refused(mined, tmp_path):
     source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
     with pytest.raises(ValueError, match="another version"):
         mine(out, source, CONFIG, workers=1, progress=False)
+
+
+def test_prepare_keeps_its_rows_for_the_render_only_when_asked(mined, tmp_path):
+    """The local engine renders a shard where it was prepared, so prepare leaves the extracted rows in
+    the process; Ray does not, so they would only hold memory there."""
+    from data_pipeline import build
+
+    source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
+    git_dirs = {"acme/widgets": str(source.git_dir("acme/widgets"))}
+    for keep in (False, True):
+        task = build.BuildTask(
+            candidates=mined["out"] / "collect" / "shard-00000.parquet",
+            rows=tmp_path / f"keep-{keep}" / "shard-00000.parquet",
+            drops=tmp_path / f"keep-{keep}" / "drops-00000.parquet",
+            git_dirs=git_dirs,
+            config=CONFIG,
+            keep=keep,
+        )
+        prepared = build.prepare_shard(task)
+        assert prepared.info["rows"] > 0
+        assert (str(task.rows) in build._PREPARED) == keep
+        build._PREPARED.pop(str(task.rows), None)
