@@ -78,11 +78,6 @@ def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema
     return write_arrow(path, rows_to_table(list(rows), schema))
 
 
-# Arrow arrays are built here from buffers rather than by `pa.array` / `Table.from_pylist`, which import
-# pandas (0.2 s, in the driver before the first shard, so before any worker can start) only to check
-# whether their input is a pandas object; `pq.read_table` does too, `ParquetFile.read` does not.
-# Mining never uses pandas, so nothing else imports it. Columns holding None (none of the pipeline's
-# schemas do) and other types go through `pa.array`.
 def write_drops(path: Path, drops: list[dict[str, str]]) -> None:
     """A stage's drops of one shard; no file when nothing was dropped (most shards of most stages), like
     `data/`, which holds only shards that kept a row. A file an earlier run left there is removed."""
@@ -97,6 +92,11 @@ def read_drops(path: Path, columns: list[str] | None = None) -> list[dict[str, A
     return read_table(path, columns).to_pylist() if path.exists() else []
 
 
+# Arrow arrays are built here from buffers rather than by `pa.array` / `Table.from_pylist`, which import
+# pandas (0.2 s, in the driver before the first shard, so before any worker can start) only to check
+# whether their input is a pandas object; `pq.read_table` does too, `ParquetFile.read` does not.
+# Mining never uses pandas, so nothing else imports it. Columns holding None (none of the pipeline's
+# schemas do) and other types go through `pa.array`.
 def rows_to_table(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     """`pa.Table.from_pylist(rows, schema=schema)`, without pandas for the pipeline's column types."""
     return pa.Table.from_arrays(

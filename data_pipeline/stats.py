@@ -14,9 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
-from data_pipeline.shards import MANIFEST, read_drops
+from data_pipeline.shards import MANIFEST, read_drops, read_table
 
 _STAGE_ORDER = ("collect", "filter", "decontaminate", "extract", "dedup", "context", "render")
 
@@ -74,7 +72,7 @@ def funnel(out: Path) -> Funnel:
 def _column(out: Path, name: str) -> list[int]:
     values: list[int] = []
     for shard in sorted((out / "data").glob("shard-*.parquet")):
-        values += pq.read_table(shard, columns=[name]).column(name).to_pylist()
+        values += read_table(shard, [name]).column(name).to_pylist()
     return values
 
 
