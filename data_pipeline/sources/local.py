@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from data_pipeline.commits import first_parent_history
-from data_pipeline.gitstore import ensure_bare_clone, resolve, run_git
+from data_pipeline.gitstore import GitError, ensure_bare_clone, resolve, run_git
 from data_pipeline.refs import closing_issues, commit_problem_text, pr_number_from_commit
 from data_pipeline.schema import Candidate, instance_id
 
@@ -52,15 +52,27 @@ class LocalSource:
 
     def prepare(self, state: dict[str, Any]) -> None:
         git_dir = self.git_dir(self.repo)
-        if "head" not in state:
-            # A fresh run mines what the clone holds now; a resumed one keeps the head it started with.
-            run_git(
-                git_dir, "fetch", "--quiet", "--force", str(self.path.resolve()), "+refs/heads/*:refs/heads/*"
-            )
-            ref = self.ref
-            if ref != "HEAD" and not ref.startswith("refs/"):
-                ref = ref if _is_sha(ref) else f"refs/heads/{ref}"
-            state["head"] = resolve(git_dir, ref if ref != "HEAD" else _source_head(self.path))
+        if "head" in state:
+            return  # a resumed run keeps the head it started with
+        # A fresh run mines what the clone holds now. The cache is brought up to date only when it lacks
+        # that commit: a fetch costs ~50 ms even when there is nothing to fetch, before any worker can
+        # start, and a cache that holds the commit holds its whole history (the cache is made by clone
+        # and fetch only, which never leave history out).
+        head = _resolve_in_source(self.path, self._ref())
+        if head is not None and _has_commit(git_dir, head):
+            state["head"] = head
+            return
+        run_git(
+            git_dir, "fetch", "--quiet", "--force", str(self.path.resolve()), "+refs/heads/*:refs/heads/*"
+        )
+        state["head"] = resolve(git_dir, self._ref() if self.ref != "HEAD" else _source_head(self.path))
+
+    def _ref(self) -> str:
+        """The ref as both clones name it: a branch name is a head; HEAD, shas and full refs as given."""
+        ref = self.ref
+        if ref != "HEAD" and not ref.startswith("refs/") and not _is_sha(ref):
+            return f"refs/heads/{ref}"
+        return ref
 
     def candidates(self, state: dict[str, Any]) -> Iterator[Candidate]:
         git_dir = self.git_dir(self.repo)
@@ -91,11 +103,27 @@ def _is_sha(ref: str) -> bool:
     return bool(re.fullmatch(r"[0-9a-f]{7,40}", ref))
 
 
+def _source_git_dir(path: Path) -> Path:
+    dot_git = path / ".git"
+    return dot_git if dot_git.exists() else path
+
+
 def _source_head(path: Path) -> str:
     """The sha the user's clone has checked out (its HEAD), read without touching its work tree."""
-    dot_git = path / ".git"
-    return (
-        run_git(dot_git if dot_git.exists() else path, "rev-parse", "--verify", "HEAD^{commit}")
-        .decode()
-        .strip()
-    )
+    return run_git(_source_git_dir(path), "rev-parse", "--verify", "HEAD^{commit}").decode().strip()
+
+
+def _resolve_in_source(path: Path, ref: str) -> str | None:
+    """The commit `ref` names in the user's clone now, or None when it names none there."""
+    try:
+        return run_git(_source_git_dir(path), "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
+    except GitError:
+        return None
+
+
+def _has_commit(git_dir: Path, sha: str) -> bool:
+    try:
+        run_git(git_dir, "cat-file", "-e", f"{sha}^{{commit}}")
+    except GitError:
+        return False
+    return True
