@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from data_pipeline.build import (
     BuildTask,
     Prepared,
@@ -90,6 +88,32 @@ _STAGES = ("collect", "build", "dedup", "render")
 # their render in the memory of the worker that extracted them (`build._PREPARED`), so this bounds that
 # memory; a few blocks keep every worker busy while the driver deduplicates in order.
 WINDOW_PER_WORKER = 3 * BLOCK
+
+
+class _NoBar:
+    """What a run without progress bars updates instead of a tqdm bar."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _bar(progress: bool, **options: Any) -> Any:
+    """A tqdm bar, or a `_NoBar` without importing tqdm: its import (20 ms, with importlib.metadata)
+    would come before the first worker can start, for a bar nobody sees."""
+    if not progress:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(**options)
 
 
 def _scratch(manifest: Manifest) -> Path:
@@ -157,7 +181,7 @@ def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bo
     else:
         stream = _chunks(source.candidates(state), config.shard_size, seen)
         first = 0
-    with tqdm(desc="collect", unit=" PRs", disable=not progress) as bar:
+    with _bar(progress, desc="collect", unit=" PRs") as bar:
         for index, (batch, dups) in enumerate(stream, start=first):
             bar.update(len(batch))
             if not manifest.shard_done("collect", index):
@@ -212,7 +236,7 @@ class _Pipeline:
         self.deduper = Deduplicator(config.dedup_threshold, _scratch(manifest), SPILL_LIMIT // 4)
         self.pause = float(os.environ.get(_PAUSE_ENV, "0") or 0)
         self.progress = progress
-        self.bar = tqdm(desc="done", unit=" shards", disable=not progress)
+        self.bar = _bar(progress, desc="done", unit=" shards")
 
     def _stage(self, name: str) -> None:
         if name not in self.started:
