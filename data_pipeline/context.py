@@ -21,6 +21,7 @@ from pathlib import PurePosixPath
 
 from data_pipeline import bm25
 from data_pipeline.config import ContextConfig, FilterConfig
+from data_pipeline.edges import EDGES, LineEdges, apply_deltas
 from data_pipeline.extract import Dropped
 from data_pipeline.filters import file_role
 from data_pipeline.gitstore import GitError, ObjectReader
@@ -99,6 +100,7 @@ class ContextBuilder:
         count: TokenCounter,
         cache_size: int = 20_000,
         versions: VersionStore | None = None,
+        edges: LineEdges | None = None,
     ) -> None:
         self.reader = reader
         self.config = config
@@ -107,6 +109,7 @@ class ContextBuilder:
         self._facts: OrderedDict[tuple[str, str], BlobFacts | None] = OrderedDict()
         self._cache_size = cache_size
         self._versions = versions if versions is not None else _VERSIONS
+        self._edges = edges if edges is not None else EDGES
         self._repo = str(reader.git_dir)
 
     def _pool(
@@ -207,12 +210,26 @@ class ContextBuilder:
             return None
         if self.count is not estimate_tokens:
             return self._scan_facts(path, text, self.count(text))
-        lines = Counter(text.split("\n"))
+        lines = self._count_lines(path, sha, text)
         facts = self._derive_facts(path, text, lines)
         if facts is None:
             facts = self._scan_facts(path, text, estimate_tokens(text))
         self._versions.put((self._repo, path), sha, lines, facts, len(text))
         return facts
+
+    def _count_lines(self, path: str, sha: str, text: str) -> Counter[str]:
+        """`Counter(text.split("\n"))` of version `sha` of `path`: from the counts of the last version
+        indexed and the changes extraction recorded since (`edges.py`) when they connect the two, which
+        touches the changed lines only; else by splitting the text."""
+        known = self._versions.get((self._repo, path))
+        if known is not None:
+            deltas = self._edges.chain(self._repo, path, known[0], sha)
+            if deltas:
+                lines = known[1].copy()
+                # The piece total is a cheap check that the records fit this text (they always should).
+                if apply_deltas(lines, deltas) and lines.total() == text.count("\n") + 1:
+                    return lines
+        return Counter(text.split("\n"))
 
     @staticmethod
     def _scan_facts(path: str, text: str, tokens: int) -> BlobFacts:

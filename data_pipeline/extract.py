@@ -17,6 +17,7 @@ from unidiff import PatchSet
 
 from data_pipeline.commits import CommitPatch, FileChange, PatchReader
 from data_pipeline.config import FilterConfig
+from data_pipeline.edges import EDGES, segment_delta
 from data_pipeline.filters import file_role, looks_generated
 from data_pipeline.gitstore import SUBMODULE_MODE, SYMLINK_MODE, GitError, ObjectReader
 from data_pipeline.schema import Candidate
@@ -84,7 +85,8 @@ def _rebuild(
     `new_sha` is added to `blobs` (and to the reader's cache, where the next PR to touch the file finds
     its base): those are byte for byte what git would return, so git is asked only for the others (all
     of them when a base is not UTF-8 or the patch does not apply). The checks that follow then run on
-    exactly the bytes they always did, at about half the reads."""
+    exactly the bytes they always did, at about half the reads. The lines each such file's patch
+    removed and added are recorded for the context stage (`edges.py`)."""
     base: dict[str, str] = {}
     try:
         for change in kept:
@@ -93,12 +95,18 @@ def _rebuild(
         rebuilt = apply_parsed_patch(base, parsed)
     except (UnicodeDecodeError, PatchApplyError):
         return None
+    patched_files = {patched.path: patched for patched in parsed}
+    repo = str(reader.git_dir)
     for change in kept:
         text = rebuilt.get(change.path)
         if text is not None:
             data = text.encode("utf-8")
             if reader.offer(change.new_sha, data):
                 blobs[change.new_sha] = data
+                patched = patched_files.get(change.path)
+                if change.path in base and patched is not None:
+                    delta = segment_delta(patched, base[change.path], text)
+                    EDGES.record(repo, change.path, change.old_sha, change.new_sha, delta)
     return rebuilt
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from data_pipeline import commits as commits_module
 from data_pipeline.commits import FileChange, PatchReader, _parse_commit
+from data_pipeline.edges import EDGES
 from data_pipeline.extract import _rebuild
 from data_pipeline.gitstore import ObjectReader, blob_id, git_argv, safe_env
 from data_pipeline.synthetic import edge_case_history
@@ -103,6 +104,8 @@ def test_blob_id_is_git_hash_object_and_offer_checks_it(repo):
 class _Offers:
     """An object reader that only checks offered contents."""
 
+    git_dir = Path("/nowhere/offers.git")
+
     def offer(self, sha: str, data: bytes) -> bool:
         return blob_id(data) == sha
 
@@ -118,11 +121,16 @@ def test_rebuilt_blobs_are_taken_only_when_their_id_matches():
     blobs = {good.old_sha: old}
     assert _rebuild(_Offers(), blobs, [good], parse_patch(patch)) == {"f.py": "a\nc\n"}  # type: ignore[arg-type]
     assert blobs[good.new_sha] == new
-    # A new blob id that the rebuilt text does not hash to (git's contents differ): left for git to read.
+    # Its changed lines are recorded for the context stage, which counts the new version's lines from them.
+    repo = str(_Offers.git_dir)
+    assert EDGES.chain(repo, "f.py", good.old_sha, good.new_sha) == [(["b"], ["c"])]
+    # A new blob id that the rebuilt text does not hash to (git's contents differ): left for git to read,
+    # and no change recorded for it.
     wrong = _change("f.py", old, b"a\nc", patch)
     blobs = {wrong.old_sha: old}
     _rebuild(_Offers(), blobs, [wrong], parse_patch(patch))  # type: ignore[arg-type]
     assert wrong.new_sha not in blobs
+    assert EDGES.chain(repo, "f.py", wrong.old_sha, wrong.new_sha) is None
     # A base that is not UTF-8 or a patch that does not apply: nothing rebuilt, git reads every blob.
     latin = _change("f.py", b"\xe9\n", new, patch)
     assert _rebuild(_Offers(), {latin.old_sha: b"\xe9\n"}, [latin], parse_patch(patch)) is None  # type: ignore[arg-type]
