@@ -291,7 +291,7 @@ class ContextBuilder:
         shas: dict[str, str] = {}
         pool = self._pool(base_commit, {_split(p)[1] for p in [*modified, *new_paths]}, modified, shas)
         facts = self._facts_of(pool)
-        index = _module_index((*facts, *modified, *new_paths))
+        index = _module_index(frozenset((*facts, *modified, *new_paths)))
         targets = set(modified) | set(new_paths)
         imports: set[str] = set()
         for path, text in modified.items():
@@ -402,6 +402,6 @@ def _imports(path: str, text: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=64)
-def _module_index(paths: tuple[str, ...]) -> ModuleIndex:
+def _module_index(paths: frozenset[str]) -> ModuleIndex:
     """The module index of a set of paths; memoised because consecutive PRs mostly see the same files."""
     return ModuleIndex(paths)
