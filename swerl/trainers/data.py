@@ -13,12 +13,15 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
 from swerl.edit_format import build_messages
 from swerl.reward.batch import coerce_contents
+
+if TYPE_CHECKING:
+    from swerl.trainers.config import TrainConfig
 
 
 @dataclass
@@ -90,6 +93,22 @@ def build_examples(
             )
         )
     return examples, skipped
+
+
+def train_and_eval_examples(
+    config: TrainConfig, tokenizer: Any, max_length: int
+) -> tuple[list[Example], int, list[Example]]:
+    """The run's training examples, how many training rows were skipped as too long, and the held-out
+    examples (none without `eval_file`), each file capped by its `max_*_samples`."""
+    examples, skipped = build_examples(
+        read_rows(config.train_file, config.max_train_samples), tokenizer, max_length
+    )
+    held_out: list[Example] = []
+    if config.eval_file:
+        held_out, _ = build_examples(
+            read_rows(config.eval_file, config.max_eval_samples), tokenizer, max_length
+        )
+    return examples, skipped, held_out
 
 
 class EpochSampler:

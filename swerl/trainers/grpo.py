@@ -306,18 +306,11 @@ def run(config: GRPOConfig, progress: bool = True) -> dict[str, Any]:
     Resuming loads the model from the checkpoint's HF copy, so weights, optimizer and RNG all come from
     the same step. Returns the held-out reports (before/after) and the training history.
     """
-    from swerl.trainers.data import build_examples, read_rows
+    from swerl.trainers.data import train_and_eval_examples
     from swerl.trainers.rewards import reward_from_name
 
     ckpt, model, tokenizer = load_run(config)
-    examples, skipped = build_examples(
-        read_rows(config.train_file, config.max_train_samples), tokenizer, config.max_prompt_length
-    )
-    eval_examples: list[Example] = []
-    if config.eval_file:
-        eval_examples, _ = build_examples(
-            read_rows(config.eval_file, config.max_eval_samples), tokenizer, config.max_prompt_length
-        )
+    examples, skipped, eval_examples = train_and_eval_examples(config, tokenizer, config.max_prompt_length)
     reward = reward_from_name(config.reward, config.reward_strict)
     trainer = GRPOTrainer(
         config, model, tokenizer, examples, reward, eval_examples=eval_examples, progress=progress

@@ -190,17 +190,10 @@ class SFTTrainer(TrainLoop):
 
 def run(config: SFTConfig, progress: bool = True) -> dict[str, Any]:
     """Everything `swerl train sft` does: load model and rows, train, report held-out malformed rate."""
-    from swerl.trainers.data import build_examples, read_rows
+    from swerl.trainers.data import train_and_eval_examples
 
     _, model, tokenizer = load_run(config)
-    examples, _ = build_examples(
-        read_rows(config.train_file, config.max_train_samples), tokenizer, config.max_seq_length
-    )
-    eval_examples: list[Example] = []
-    if config.eval_file:
-        eval_examples, _ = build_examples(
-            read_rows(config.eval_file, config.max_eval_samples), tokenizer, config.max_seq_length
-        )
+    examples, _, eval_examples = train_and_eval_examples(config, tokenizer, config.max_seq_length)
     trainer = SFTTrainer(config, model, tokenizer, examples, eval_examples=eval_examples, progress=progress)
     if trainer.dist.is_main:
         write_config(config)
