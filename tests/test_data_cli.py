@@ -69,3 +69,17 @@ def test_histogram_png(tmp_path):
 def test_missing_dir_is_a_clean_error(tmp_path):
     proc = run("stats", str(tmp_path / "nope"))
     assert proc.returncode == 1 and "not a mining output" in proc.stderr
+
+
+def test_a_clone_without_commits_or_an_unknown_ref_is_a_clean_error(tmp_path):
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    common = ["--clones", str(tmp_path / "cache"), "--quiet", "--local", str(repo)]
+    proc = run("mine", *common, "--out", str(tmp_path / "out1"))
+    assert proc.returncode == 1 and "has no commit checked out" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    HistoryBuilder(seed=3).write(tmp_path / "built")
+    common[-1] = str(tmp_path / "built")
+    proc = run("mine", *common, "--out", str(tmp_path / "out2"), "--ref", "no-such-branch")
+    assert proc.returncode == 1 and "swerl: error: git rev-parse failed" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -62,10 +62,13 @@ class LocalSource:
         if head is not None and _has_commit(git_dir, head):
             state["head"] = head
             return
+        if head is None and self.ref == "HEAD":
+            raise GitError(f"{self.path} has no commit checked out (HEAD names none)")
         run_git(
             git_dir, "fetch", "--quiet", "--force", str(self.path.resolve()), "+refs/heads/*:refs/heads/*"
         )
-        state["head"] = resolve(git_dir, self._ref() if self.ref != "HEAD" else _source_head(self.path))
+        # What the user's clone names, now fetched; a ref it does not know is looked up in the cache.
+        state["head"] = resolve(git_dir, head or self._ref())
 
     def _ref(self) -> str:
         """The ref as both clones name it: a branch name is a head; HEAD, shas and full refs as given."""
@@ -108,13 +111,9 @@ def _source_git_dir(path: Path) -> Path:
     return dot_git if dot_git.exists() else path
 
 
-def _source_head(path: Path) -> str:
-    """The sha the user's clone has checked out (its HEAD), read without touching its work tree."""
-    return run_git(_source_git_dir(path), "rev-parse", "--verify", "HEAD^{commit}").decode().strip()
-
-
 def _resolve_in_source(path: Path, ref: str) -> str | None:
-    """The commit `ref` names in the user's clone now, or None when it names none there."""
+    """The commit `ref` names in the user's clone now (read without touching its work tree), or None when
+    it names none there."""
     try:
         return run_git(_source_git_dir(path), "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
     except GitError:

@@ -222,6 +222,7 @@ def _source(args: argparse.Namespace):
 
 
 def _run_mine(args: argparse.Namespace) -> int:
+    from data_pipeline.gitstore import GitError
     from data_pipeline.model_rank import RankServerError
     from data_pipeline.runner import mine
 
@@ -234,8 +235,9 @@ def _run_mine(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             engine=args.engine,
         )
-    except RankServerError as err:
-        # A message the user can act on, not a traceback through the worker pool.
+    except (RankServerError, GitError) as err:
+        # A message the user can act on (a server that fails, a clone or ref that git cannot read), not a
+        # traceback through the worker pool. Git errors of single PRs never get here: they drop the PR.
         print(f"swerl: error: {err}", file=sys.stderr)
         return 1
     print(summary.report(), file=sys.stderr)
