@@ -353,22 +353,29 @@ def _run(args: argparse.Namespace) -> int:
     # is rewarded on fresh samples, gains more from the time), or at its share of the budget.
     sft_deadline = time.perf_counter() + SFT_SHARE * left()
     chunk = size["sft_chunk"]
-    best, stale, per_step = -math.inf, 0, 0.0
-    while True:
-        # The last chunk is cut to what fits before the deadline at the pace measured so far: on a busy
-        # machine a whole chunk could overrun the budget.
-        steps = chunk if not per_step else min(chunk, int((sft_deadline - time.perf_counter()) / per_step))
-        if steps < chunk // 4:
-            break
-        began = time.perf_counter()
-        sft.config.max_steps = sft.step + steps
-        history = sft.train()
-        report_sft = sft.evaluate()
-        per_step = (time.perf_counter() - began) / steps  # the evaluation included
-        say(f"SFT step {sft.step}: loss {history[-1]['loss']:.3f}; held-out {report_sft.summary()}")
-        best, stale = (report_sft.mean_reward, 0) if report_sft.mean_reward > best else (best, stale + 1)
-        if report_sft.malformed_rate <= 0.25 or stale >= SFT_PATIENCE:
-            break
+    best, stale, finished = -math.inf, 0, False
+    # The current stretch of steps between two held-out evaluations: its first step, length, start time.
+    first, length, began = sft.step, chunk, time.perf_counter()
+
+    def sft_stop(_: Any) -> bool:
+        return finished
+
+    def sft_evaluate(trainer: Any, row: dict[str, float]) -> None:
+        nonlocal best, stale, finished, first, length, began
+        if trainer.step - first < length:
+            return
+        report = trainer.evaluate()
+        per_step = (time.perf_counter() - began) / length  # the evaluation included
+        say(f"SFT step {trainer.step}: loss {row['loss']:.3f}; held-out {report.summary()}")
+        best, stale = (report.mean_reward, 0) if report.mean_reward > best else (best, stale + 1)
+        # The next stretch is cut to what fits before the deadline at the pace measured so far: on a busy
+        # machine a whole one could overrun the budget.
+        length = min(chunk, int((sft_deadline - time.perf_counter()) / per_step))
+        finished = report.malformed_rate <= 0.25 or stale >= SFT_PATIENCE or length < chunk // 4
+        first, began = trainer.step, time.perf_counter()
+
+    # One `train()` call (one logger, one final save): `stop` ends it where a stretch ends the phase.
+    sft.train(stop=sft_stop, on_step=sft_evaluate)
     sft_dir = out / "sft" / "final"
 
     # 5. GRPO from the SFT model.
