@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,8 +120,9 @@ def _close_pipes() -> None:
 
 @dataclass(frozen=True)
 class Prepared:
-    """What `prepare_shard` hands back: the manifest's record of the shard, and (instance id, repo,
-    dedup fingerprint) of each prepared row in shard order, for the driver's sequential dedup pass."""
+    """What `prepare_shard` hands back: the manifest's record of the shard (rows, drops, CPU seconds),
+    and (instance id, repo, dedup fingerprint) of each prepared row in shard order, for the driver's
+    sequential dedup pass."""
 
     info: dict[str, Any]
     fingerprints: list[tuple[str, str, Fingerprint]]
@@ -174,6 +176,7 @@ def _extract_shard(
 def prepare_shard(task: BuildTask) -> Prepared:
     """Filter, decontaminate and extract one shard; the rows stay in this process for the render when
     `task.keep`."""
+    started = time.process_time()
     rows, drops = _extract_shard(task.candidates, task.git_dirs, task.config)
     if task.keep:
         _PREPARED[str(task.rows)] = rows
@@ -185,18 +188,18 @@ def prepare_shard(task: BuildTask) -> Prepared:
     write_table(task.rows, records, PREPARED_SCHEMA)
     write_drops(task.drops, drops)
     threshold = task.config.dedup_threshold
-    return Prepared(
-        {"rows": len(rows), "drops": dict(Counter(d["reason"] for d in drops))},
-        [(c.instance_id, c.repo, fingerprint(c.repo, r.oracle_patch, threshold)) for c, r in rows],
-    )
+    found = [(c.instance_id, c.repo, fingerprint(c.repo, r.oracle_patch, threshold)) for c, r in rows]
+    info = {"rows": len(rows), "drops": dict(Counter(d["reason"] for d in drops))}
+    return Prepared({**info, "cpu_s": _cpu_since(started)}, found)
 
 
 def render_shard(task: RenderTask) -> dict[str, Any]:
     """Fit and expressibility checks, context and prompt of every prepared row that dedup kept; returns
-    the manifest's record ({"rows": n, "drops": {reason: n}}, plus "model_no_picks": n, the rows whose
-    ranking model answer named no usable file, when a ranking model is configured). Writes no data file
-    when no row is kept (`data/` holds only non-empty shards: readers such as `datasets` reject 0-row
-    files)."""
+    the manifest's record ({"rows": n, "drops": {reason: n}, "cpu_s": seconds}, plus "model_no_picks":
+    n, the rows whose ranking model answer named no usable file, when a ranking model is configured).
+    Writes no data file when no row is kept (`data/` holds only non-empty shards: readers such as
+    `datasets` reject 0-row files)."""
+    started = time.process_time()
     config = task.config
     count = token_counter(config.tokenizer)
     prepared = _PREPARED.pop(str(task.prepared), None)
@@ -247,7 +250,14 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
     info: dict[str, Any] = {"rows": len(rows), "drops": dict(Counter(d["reason"] for _, d in drops))}
     if ranker is not None:
         info["model_no_picks"] = sum(1 for found in picks.values() if not found)
+    info["cpu_s"] = _cpu_since(started)
     return info
+
+
+def _cpu_since(started: float) -> float:
+    """CPU seconds this process spent on a shard (its git readers' own CPU not included), recorded in the
+    manifest so that `swerl data stats` can say where a run's time went."""
+    return round(time.process_time() - started, 4)
 
 
 def _new_paths(result: Extracted) -> list[str]:

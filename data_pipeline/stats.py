@@ -26,6 +26,9 @@ class Funnel:
     rows: int = 0
     drops: dict[str, Counter[str]] = field(default_factory=dict)
     complete: bool = False
+    # CPU seconds the workers spent per stage ("prepare": filter, decontaminate, extract; "render":
+    # context and prompts), summed over the shards this output's runs finished.
+    cpu: dict[str, float] = field(default_factory=dict)
 
     def text(self) -> str:
         lines = []
@@ -47,6 +50,9 @@ class Funnel:
         lines.append(
             f"rows                   {self.rows:>8}{'' if self.complete else '  (run not finished)'}"
         )
+        if self.cpu:
+            spent = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in self.cpu.items())
+            lines.append(f"worker CPU             {spent} (git's own CPU not included)")
         return "\n".join(lines)
 
 
@@ -62,6 +68,10 @@ def funnel(out: Path) -> Funnel:
     result.candidates = sum(info["rows"] for info in stages.get("collect", {}).get("shards", {}).values())
     result.rows = sum(info["rows"] for info in stages.get("render", {}).get("shards", {}).values())
     result.complete = bool(stages.get("render", {}).get("done"))
+    for stage, label in (("build", "prepare"), ("render", "render")):
+        shards = stages.get(stage, {}).get("shards", {}).values()
+        if any("cpu_s" in info for info in shards):
+            result.cpu[label] = sum(info.get("cpu_s", 0.0) for info in shards)
     for stage in ("collect", "build", "dedup", "render"):
         for name in stages.get(stage, {}).get("shards", {}):
             for record in read_drops(out / stage / name.replace("shard-", "drops-"), ["stage", "reason"]):
