@@ -135,6 +135,13 @@ class HistoryBuilder:
     def __init__(self, seed: int = 0, files: int = 12) -> None:
         self.rng = random.Random(seed)
         self.files = {p: t.encode() for p, t in stdlib_sources(files, self.rng, 80, 600).items()}
+        # The standard library has about 80 modules of that size: a larger repository repeats them in
+        # subpackages (`pkg/sub1/...`), as vendored or forked copies would, so its pools of context
+        # files grow as a large repository's do.
+        originals = list(self.files.items())
+        for i in range(files - len(originals)):
+            path, text = originals[i % len(originals)]
+            self.files[path.replace("pkg/", f"pkg/sub{i // len(originals) + 1}/", 1)] = text
         self.writer = _Writer()
         self.prs: list[PlannedPR] = []
         self.next_number = 1
