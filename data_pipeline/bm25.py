@@ -118,9 +118,8 @@ def doc_stats(text: str) -> tuple[Counter[str], int]:
     return counts, length
 
 
-def rank(query: str, docs: Mapping[str, tuple[Counter[str], int]]) -> list[tuple[str, float]]:
-    """Paths by descending score (ties by path, so the order is deterministic), positive scores only."""
-    paths = list(docs)
-    scores = bm25_scores(query, [docs[p] for p in paths])
-    ranked = sorted(zip(paths, scores, strict=True), key=lambda item: (-item[1], item[0]))
-    return [(path, score) for path, score in ranked if score > 0]
+def positive_scores(query: str, docs: Mapping[str, tuple[Counter[str], int]]) -> dict[str, float]:
+    """path -> BM25 score of the documents that score above zero (the others share no term with the
+    query), in the documents' order: a caller that ranks them sorts only these."""
+    scores = bm25_scores(query, list(docs.values()))
+    return {path: score for path, score in zip(docs, scores, strict=True) if score > 0}

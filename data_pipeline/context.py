@@ -303,7 +303,7 @@ class ContextBuilder:
         names_of_targets = {n for p in targets for n in module_names(p) if p in index.resolve([n])}
         imported_by = {p for p, f in facts.items() if f.imports & names_of_targets}
         dirs = {_split(p)[0] for p in targets}
-        scores = dict(bm25.rank(problem, {p: (f.terms, f.length) for p, f in facts.items()}))
+        scores = bm25.positive_scores(problem, {p: (f.terms, f.length) for p, f in facts.items()})
         picked = {path: facts[path] for path in model_picks if path in facts}  # in the model's order
         ranked = []
         for path, f in facts.items():
