@@ -11,8 +11,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+# Okapi BM25's usual parameters: term frequency saturation and length normalisation.
+K1 = 1.5
+B = 0.75
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _STOP = frozenset(
@@ -87,7 +90,7 @@ def terms(text: str) -> list[str]:
 
 
 def bm25_scores(
-    query: str, docs: Sequence[tuple[Counter[str], int]], *, k1: float = 1.5, b: float = 0.75
+    query: str, docs: Sequence[tuple[Counter[str], int]], *, k1: float = K1, b: float = B
 ) -> list[float]:
     """BM25 score of each `(term counts, length)` document for `query`, in the documents' order."""
     if not docs:
@@ -100,11 +103,99 @@ def bm25_scores(
         postings = [(i, counts[term]) for i, (counts, _) in enumerate(docs) if term in counts]
         if not postings:
             continue
-        idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
+        idf = _idf(n, len(postings))
         for i, tf in postings:
-            length = docs[i][1]
-            scores[i] += q_count * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg_len))
+            scores[i] += _weight(q_count, idf, tf, docs[i][1], avg_len, k1, b)
     return scores
+
+
+def _idf(n: int, df: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def _weight(q_count: int, idf: float, tf: int, length: int, avg_len: float, k1: float, b: float) -> float:
+    """One query term's share of a document's score: one expression for every scorer here, so that
+    they all give the same floating-point sums."""
+    return q_count * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg_len))
+
+
+class Index:
+    """BM25 over a set of documents that changes a few documents at a time, with an inverted index:
+    scoring a query visits the documents that hold its terms, not every document, and replacing a
+    document touches only the terms whose counts changed. The context stage keeps one per repository
+    in step with the pool of each PR in turn (thousands of files, of which a PR or two change a few).
+
+    `scores(query)` equals `bm25_scores` over the same documents, float for float: the same document
+    frequencies, average length and per-term expression, summed per document in the query's term order.
+    """
+
+    def __init__(self) -> None:
+        self._docs: dict[str, tuple[Counter[str], int]] = {}
+        self._postings: dict[str, dict[str, int]] = {}
+        self._total_length = 0
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._docs
+
+    def put(self, key: str, counts: Counter[str], length: int) -> None:
+        """Add the document `key`, or replace it (only the terms whose counts differ are touched)."""
+        old = self._docs.get(key)
+        old_counts: Mapping[str, int] = old[0] if old is not None else {}
+        if old is not None:
+            self._total_length -= old[1]
+        # The (term, count) pairs of either version only: a set operation in C over both documents.
+        for term in {term for term, _ in old_counts.items() ^ counts.items()}:
+            count = counts.get(term, 0)
+            if count > 0:
+                self._postings.setdefault(term, {})[key] = count
+            else:
+                self._unpost(term, key)
+        self._docs[key] = (counts, length)
+        self._total_length += length
+
+    def remove(self, key: str) -> None:
+        counts, length = self._docs.pop(key)
+        self._total_length -= length
+        for term in counts:
+            self._unpost(term, key)
+
+    def _unpost(self, term: str, key: str) -> None:
+        posting = self._postings.get(term)
+        if posting is not None:
+            posting.pop(key, None)  # absent when the count was not positive
+            if not posting:
+                del self._postings[term]
+
+    def scores(
+        self, query: str, *, exclude: Iterable[str] = (), k1: float = K1, b: float = B
+    ) -> dict[str, float]:
+        """key -> score of the documents that share a term with `query` (all others score 0), as if the
+        documents `exclude` were not in the index (the statistics leave them out too): a caller whose
+        set of documents differs from one query to the next by a few can leave them in instead of
+        removing and adding them back."""
+        left_out = [key for key in dict.fromkeys(exclude) if key in self._docs]
+        n = len(self._docs) - len(left_out)
+        if n <= 0:
+            return {}
+        avg_len = (self._total_length - sum(self._docs[key][1] for key in left_out)) / n or 1.0
+        scores: dict[str, float] = {}
+        for term, q_count in Counter(terms(query)).items():
+            posting = self._postings.get(term)
+            if not posting:
+                continue
+            df = len(posting) - sum(1 for key in left_out if key in posting)
+            if df <= 0:
+                continue
+            idf = _idf(n, df)
+            for key, tf in posting.items():
+                if key not in left_out:
+                    scores[key] = scores.get(key, 0.0) + _weight(
+                        q_count, idf, tf, self._docs[key][1], avg_len, k1, b
+                    )
+        return scores
 
 
 def doc_stats(text: str) -> tuple[Counter[str], int]:
@@ -116,10 +207,3 @@ def doc_stats(text: str) -> tuple[Counter[str], int]:
             counts[term] += n
             length += n
     return counts, length
-
-
-def positive_scores(query: str, docs: Mapping[str, tuple[Counter[str], int]]) -> dict[str, float]:
-    """path -> BM25 score of the documents that score above zero (the others share no term with the
-    query), in the documents' order: a caller that ranks them sorts only these."""
-    scores = bm25_scores(query, list(docs.values()))
-    return {path: score for path, score in zip(docs, scores, strict=True) if score > 0}

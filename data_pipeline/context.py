@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import PurePosixPath
@@ -89,6 +89,91 @@ class VersionStore:
 _VERSIONS = VersionStore(32 << 20)
 
 
+class PoolIndex:
+    """The unmodified files one repository's contexts choose from (a pool: the files with the changed
+    files' suffixes), kept in step with the pool of each PR in turn, with the indexes that rank them
+    without visiting every file: BM25 postings (`bm25.Index`), the files importing each module, the
+    files of each directory.
+
+    Neighbouring PRs' pools are the same files but for the few that PRs in between changed (and the
+    PR's own modified files, which a pool leaves out), so `sync` touches those only; ranking a PR then
+    costs what its query terms and its modules' importers and directories hold, not the size of the
+    repository. What it holds is exactly the pool given to the last `sync`: ranking from it gives
+    what ranking the pool's files one by one gives (the order is settled by a sort on a total key).
+    """
+
+    def __init__(self) -> None:
+        self.shas: dict[str, str] = {}  # every pool file synced, readable or not
+        self.facts: dict[str, BlobFacts] = {}  # the readable ones
+        self.bm25 = bm25.Index()
+        self._importers: dict[str, set[str]] = {}
+        self._by_dir: dict[str, set[str]] = {}
+
+    def sync(
+        self,
+        pool: dict[str, str],
+        facts_of: Callable[[list[tuple[str, str]]], dict[tuple[str, str], BlobFacts | None]],
+    ) -> None:
+        """Make the index hold `pool` (path -> blob sha); `facts_of` gives the facts of the files that
+        are new to it or changed."""
+        if pool == self.shas:
+            return
+        for path, _ in self.shas.items() - pool.items():
+            if path not in pool:
+                del self.shas[path]
+                self._unindex(path)
+        changed = list(pool.items() - self.shas.items())
+        found = facts_of(changed)
+        for path, sha in changed:
+            self.shas[path] = sha
+            self._index(path, found[(path, sha)])
+
+    def _index(self, path: str, facts: BlobFacts | None) -> None:
+        old = self.facts.get(path)
+        if facts is None:
+            if old is not None:
+                self._unindex(path)
+            return
+        old_imports = old.imports if old is not None else frozenset()
+        for name in old_imports - facts.imports:
+            _discard(self._importers, name, path)
+        for name in facts.imports - old_imports:
+            self._importers.setdefault(name, set()).add(path)
+        if old is None:
+            self._by_dir.setdefault(_split(path)[0], set()).add(path)
+        self.facts[path] = facts
+        self.bm25.put(path, facts.terms, facts.length)
+
+    def _unindex(self, path: str) -> None:
+        old = self.facts.pop(path, None)
+        if old is not None:
+            self.bm25.remove(path)
+            for name in old.imports:
+                _discard(self._importers, name, path)
+            _discard(self._by_dir, _split(path)[0], path)
+
+    def importing(self, names: set[str]) -> set[str]:
+        """The files that import any of the modules `names`."""
+        return set().union(*(self._importers.get(name, ()) for name in names))
+
+    def in_dirs(self, dirs: set[str]) -> set[str]:
+        """The files directly in any of `dirs`."""
+        return set().union(*(self._by_dir.get(folder, ()) for folder in dirs))
+
+
+def _discard(index: dict[str, set[str]], key: str, path: str) -> None:
+    paths = index.get(key)
+    if paths is not None:
+        paths.discard(path)
+        if not paths:
+            del index[key]
+
+
+# Per process, one per (repository, suffixes) most recently ranked; each holds the facts of its pool.
+_POOL_INDEXES: OrderedDict[tuple[str, frozenset[str]], PoolIndex] = OrderedDict()
+_POOL_INDEXES_MAX = 4
+
+
 class ContextBuilder:
     """Chooses and orders context files for the PRs of one repository."""
 
@@ -121,19 +206,30 @@ class ContextBuilder:
     ) -> dict[str, str]:
         """path -> blob sha of the unmodified source and test files with one of `suffixes`, up to
         `max_candidate_files` in tree order: the files a prompt may show besides the modified ones.
-        The blob shas of the modified files met on the way go to `modified_shas`."""
-        pool: dict[str, str] = {}
-        for entry in self.reader.list_files(base_commit):
-            if len(pool) >= self.config.max_candidate_files:
+        The blob shas of the modified files among those files go to `modified_shas`."""
+        kinds = frozenset(suffixes)
+        files = self.reader.matching_files(
+            base_commit,
+            ("context", kinds),
+            lambda path: _split(path)[1] in kinds and file_role(path) in _CONTEXT_ROLES,
+        )
+        cap = self.config.max_candidate_files
+        if len(files) <= cap:  # the usual case: every such file but the modified ones
+            pool = dict(files)
+            for path in modified:
+                sha = pool.pop(path, None)
+                if sha is not None and modified_shas is not None:
+                    modified_shas[path] = sha
+            return pool
+        pool = {}
+        for path, sha in files:
+            if len(pool) >= cap:
                 break
-            if entry.path in modified:
+            if path in modified:
                 if modified_shas is not None:
-                    modified_shas[entry.path] = entry.sha
+                    modified_shas[path] = sha
                 continue
-            if _split(entry.path)[1] not in suffixes:
-                continue
-            if file_role(entry.path) in _CONTEXT_ROLES:
-                pool[entry.path] = entry.sha
+            pool[path] = sha
         return pool
 
     def prefetch(self, work: Iterable[tuple[str, Iterable[str]]]) -> None:
@@ -190,16 +286,20 @@ class ContextBuilder:
         if len(self._facts) > self._cache_size:
             self._facts.popitem(last=False)
 
-    def _facts_of(self, pool: dict[str, str]) -> dict[str, BlobFacts]:
-        """Facts of each pooled file that is readable text."""
-        self._index(list(pool.items()))
-        out: dict[str, BlobFacts] = {}
-        for key in pool.items():
-            self._facts.move_to_end(key)
-            facts = self._facts[key]
-            if facts is not None:
-                out[key[0]] = facts
-        return out
+    def _facts_for(self, files: list[tuple[str, str]]) -> dict[tuple[str, str], BlobFacts | None]:
+        """Facts of each (path, blob sha), None for one that is not readable text."""
+        self._index(files)
+        return {key: self._facts[key] for key in files}
+
+    def _pool_index(self, suffixes: frozenset[str]) -> PoolIndex:
+        key = (self._repo, suffixes)
+        index = _POOL_INDEXES.get(key)
+        if index is None:
+            index = _POOL_INDEXES[key] = PoolIndex()
+            while len(_POOL_INDEXES) > _POOL_INDEXES_MAX:
+                _POOL_INDEXES.popitem(last=False)
+        _POOL_INDEXES.move_to_end(key)
+        return index
 
     def _compute_facts(self, path: str, sha: str, data: bytes) -> BlobFacts | None:
         if len(data) > self.filters.max_file_bytes or b"\0" in data:
@@ -289,8 +389,14 @@ class ContextBuilder:
         """(path, blob sha, reason, tokens) of unmodified files, most relevant first: the readable
         `model_picks` in their order, then the model-free tiers."""
         shas: dict[str, str] = {}
-        pool = self._pool(base_commit, {_split(p)[1] for p in [*modified, *new_paths]}, modified, shas)
-        facts = self._facts_of(pool)
+        suffixes = frozenset(_split(p)[1] for p in [*modified, *new_paths])
+        pool = self._pool(base_commit, set(suffixes), modified, shas)
+        # The index holds the pool and the modified files too, which the pool of the next PR, with other
+        # modified files, holds again: the ranking leaves them out instead (`shas`: those met in the
+        # listing), so they are not removed and added back at every PR.
+        pooled = self._pool_index(suffixes)
+        pooled.sync({**pool, **shas}, self._facts_for)
+        facts = pooled.facts
         index = _module_index(frozenset((*facts, *modified, *new_paths)))
         targets = set(modified) | set(new_paths)
         imports: set[str] = set()
@@ -301,23 +407,25 @@ class ContextBuilder:
                 known = self._facts.get((path, shas.get(path, "")))
                 imports |= index.resolve(known.imports if known is not None else _imports(path, text))
         names_of_targets = {n for p in targets for n in module_names(p) if p in index.resolve([n])}
-        imported_by = {p for p, f in facts.items() if f.imports & names_of_targets}
+        imported_by = pooled.importing(names_of_targets) - shas.keys()
         dirs = {_split(p)[0] for p in targets}
-        scores = bm25.positive_scores(problem, {p: (f.terms, f.length) for p, f in facts.items()})
-        picked = {path: facts[path] for path in model_picks if path in facts}  # in the model's order
+        scores = pooled.bm25.scores(problem, exclude=shas)
+        picked = {
+            path: facts[path] for path in model_picks if path in pool and path in facts
+        }  # model's order
         ranked = []
-        for path, f in facts.items():
-            if path in picked:
+        # Every pool file in some tier; the others (no import link, another directory, no common term)
+        # are never shown.
+        for path in ((imports | imported_by | pooled.in_dirs(dirs)) & pool.keys()) | scores.keys():
+            if path in picked or path not in facts:
                 continue
             if path in imports or path in imported_by:
                 tier, reason = 0, "imports" if path in imports else "imported_by"
             elif _split(path)[0] in dirs:
                 tier, reason = 1, "same_package"
-            elif scores.get(path, 0.0) > 0:
-                tier, reason = 2, "bm25"
             else:
-                continue
-            ranked.append((tier, -scores.get(path, 0.0), path, reason, f.tokens))
+                tier, reason = 2, "bm25"
+            ranked.append((tier, -scores.get(path, 0.0), path, reason, facts[path].tokens))
         ranked.sort()
         first = [(path, pool[path], "model", f.tokens) for path, f in picked.items()]
         return first + [(path, pool[path], reason, tokens) for _, _, path, reason, tokens in ranked]

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import tempfile
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
@@ -198,6 +198,8 @@ class ObjectReader(GitPipe):
         self.listing_cache_entries = listing_cache_entries
         self._listings: OrderedDict[tuple[str, str], list[TreeEntry]] = OrderedDict()
         self._listed = 0
+        self._matches: OrderedDict[tuple[str, str, Hashable], list[tuple[str, str]]] = OrderedDict()
+        self._matched = 0
         super().__init__(git_dir, "cat-file", "--batch")
 
     def _request(self, refs: list[str]) -> list[tuple[str, bytes] | None]:
@@ -390,6 +392,39 @@ class ObjectReader(GitPipe):
         while self._listed > self.listing_cache_entries:
             _, dropped = self._listings.popitem(last=False)
             self._listed -= len(dropped)
+
+    def matching_files(
+        self, commit: str, key: Hashable, keep: Callable[[str], bool]
+    ) -> list[tuple[str, str]]:
+        """(path, blob sha) of the regular files of a commit whose path `keep` accepts, in `list_files`
+        order. Kept per subtree under `key`, which must name `keep` (one key, one predicate): a commit
+        differs from its neighbours in a few subtrees, so its list costs the entries of those only, and
+        a caller that needs one kind of file (a context pool) never walks the others."""
+        return self._matching(self.commit_tree(commit), "", key, keep)
+
+    def _matching(
+        self, tree: str, prefix: str, key: Hashable, keep: Callable[[str], bool]
+    ) -> list[tuple[str, str]]:
+        cache_key = (tree, prefix, key)
+        cached = self._matches.get(cache_key)
+        if cached is not None:
+            self._matches.move_to_end(cache_key)
+            return cached
+        found: list[tuple[str, str]] = []
+        subtrees = []
+        for mode, name, sha in self._tree(tree):
+            if mode == "040000":
+                subtrees.append((sha, f"{prefix}{name}/"))
+            elif mode in REGULAR_MODES and keep(prefix + name):
+                found.append((prefix + name, sha))
+        for sha, path in subtrees:
+            found += self._matching(sha, path, key, keep)
+        self._matches[cache_key] = found
+        self._matched += len(found) + 1
+        while self._matched > self.listing_cache_entries:
+            _, dropped = self._matches.popitem(last=False)
+            self._matched -= len(dropped) + 1
+        return found
 
 
 def resolve(git_dir: Path, ref: str) -> str:

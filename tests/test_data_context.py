@@ -85,3 +85,63 @@ def test_a_rewritten_file_is_scanned_and_the_store_is_bounded():
     assert builder._compute_facts("f4.py", "sha", other.encode()) == _scan("f4.py", other)
     assert sum(size for *_, size in store._items.values()) <= 100
     assert [path for _, path in store._items][-1] == "f4.py"  # the most recent versions are kept
+
+
+def _ranked_one_by_one(builder, base_commit, problem, modified, new_paths):
+    """What `_ranked_extras` computes, the plain way: every pool file's facts, BM25 over all of them,
+    each file's tier looked at in turn (the ranking before the pool index)."""
+    from data_pipeline import bm25
+    from data_pipeline.context import _imports, _split
+    from data_pipeline.imports import ModuleIndex, module_names
+
+    shas: dict[str, str] = {}
+    pool = builder._pool(base_commit, {_split(p)[1] for p in [*modified, *new_paths]}, modified, shas)
+    found = builder._facts_for(list(pool.items()))
+    facts = {path: found[(path, sha)] for path, sha in pool.items() if found[(path, sha)] is not None}
+    index = ModuleIndex([*facts, *modified, *new_paths])
+    targets = set(modified) | set(new_paths)
+    imports = set().union(*(index.resolve(_imports(p, t)) for p, t in modified.items() if p.endswith(".py")))
+    names = {n for p in targets for n in module_names(p) if p in index.resolve([n])}
+    imported_by = {p for p, f in facts.items() if f.imports & names}
+    dirs = {_split(p)[0] for p in targets}
+    docs = [(f.terms, f.length) for f in facts.values()]
+    scores = dict(zip(facts, bm25.bm25_scores(problem, docs), strict=True))
+    ranked = []
+    for path, f in facts.items():
+        if path in imports or path in imported_by:
+            tier, reason = 0, "imports" if path in imports else "imported_by"
+        elif _split(path)[0] in dirs:
+            tier, reason = 1, "same_package"
+        elif scores[path] > 0:
+            tier, reason = 2, "bm25"
+        else:
+            continue
+        ranked.append((tier, -scores[path], path, reason, f.tokens))
+    return [(path, pool[path], reason, tokens) for _, _, path, reason, tokens in sorted(ranked)]
+
+
+def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch):
+    """The context index follows PR after PR (and jumps back and forth, as a worker between blocks
+    does): its ranking equals ranking the whole pool from scratch, files added, removed and unreadable
+    included."""
+    from data_pipeline.gitstore import ObjectReader
+    from data_pipeline.synthetic import HistoryBuilder, random_fix
+
+    monkeypatch.setattr(context_module, "_POOL_INDEXES", type(context_module._POOL_INDEXES)())
+    history = HistoryBuilder(seed=11, files=120)  # copies in subpackages past the stdlib's ~80 modules
+    prs = [random_fix(history) for _ in range(30)]
+    history.plain_commit("Vendor a blob", {"pkg/sub1/blob.py": b"\x00\x01binary"})
+    prs += [random_fix(history) for _ in range(10)]
+    history.plain_commit("Drop a module", {next(iter(history.source_paths())): None})
+    prs += [random_fix(history) for _ in range(10)]
+    history.write(tmp_path / "repo")
+    git_dir = tmp_path / "repo" / ".git"
+    order = prs + prs[::-1][:15] + prs[5:12]
+    with ObjectReader(git_dir) as reader:
+        for pr in order:
+            base = reader.read(pr.sha)[1].split(b"\nparent ")[1][:40].decode()
+            modified = {p: b.decode() for p, b in pr.before.items() if b is not None}
+            new_paths = [p for p in pr.changes if p not in modified]
+            builder = ContextBuilder(reader, ContextConfig(), FilterConfig(), estimate_tokens)
+            expected = _ranked_one_by_one(builder, base, pr.body, modified, new_paths)
+            assert builder._ranked_extras(base, pr.body, modified, new_paths) == expected, pr.title

@@ -14,7 +14,7 @@ from data_pipeline.commits import FileChange, PatchReader, _parse_commit
 from data_pipeline.edges import EDGES
 from data_pipeline.extract import _rebuild
 from data_pipeline.gitstore import ObjectReader, blob_id, git_argv, safe_env
-from data_pipeline.synthetic import edge_case_history
+from data_pipeline.synthetic import HistoryBuilder, edge_case_history, random_fix
 from swerl.edit_format import parse_patch
 
 
@@ -136,3 +136,25 @@ def test_rebuilt_blobs_are_taken_only_when_their_id_matches():
     assert _rebuild(_Offers(), {latin.old_sha: b"\xe9\n"}, [latin], parse_patch(patch)) is None  # type: ignore[arg-type]
     other = _change("f.py", b"x\ny\n", new, patch)
     assert _rebuild(_Offers(), {other.old_sha: b"x\ny\n"}, [other], parse_patch(patch)) is None  # type: ignore[arg-type]
+
+
+def test_matching_files_are_list_files_filtered_in_order_for_every_commit(tmp_path):
+    """Lists kept per subtree must never leak from one commit or one predicate into another."""
+    history = HistoryBuilder(seed=5, files=30)
+    for _ in range(25):
+        random_fix(history)
+    nested = {"pkg/deep/er/mod.py": b"x = 1\n", "pkg/deep/notes.md": b"n\n"}
+    history.plain_commit("Add a nested module", nested)
+    history.plain_commit("Remove it again", {"pkg/deep/er/mod.py": None})
+    history.write(tmp_path / "r")
+    git_dir = tmp_path / "r" / ".git"
+    commits = _git(git_dir, "rev-list", "--reverse", "HEAD").decode().split()
+    kinds = {
+        "py": lambda path: path.endswith(".py"),
+        "md-or-lock": lambda path: path.endswith((".md", ".lock")),
+    }
+    with ObjectReader(git_dir, listing_cache_entries=64) as reader:  # small: entries are evicted too
+        for commit in commits * 2:
+            for name, keep in kinds.items():
+                expected = [(e.path, e.sha) for e in reader.list_files(commit) if keep(e.path)]
+                assert reader.matching_files(commit, name, keep) == expected
