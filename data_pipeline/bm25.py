@@ -103,9 +103,9 @@ def bm25_scores(
         postings = [(i, counts[term]) for i, (counts, _) in enumerate(docs) if term in counts]
         if not postings:
             continue
-        idf = _idf(n, len(postings))
+        weight = q_count * _idf(n, len(postings))
         for i, tf in postings:
-            scores[i] += _weight(q_count, idf, tf, docs[i][1], avg_len, k1, b)
+            scores[i] += weight * tf * (k1 + 1) / (tf + _norm(docs[i][1], avg_len, k1, b))
     return scores
 
 
@@ -113,10 +113,10 @@ def _idf(n: int, df: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
-def _weight(q_count: int, idf: float, tf: int, length: int, avg_len: float, k1: float, b: float) -> float:
-    """One query term's share of a document's score: one expression for every scorer here, so that
-    they all give the same floating-point sums."""
-    return q_count * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg_len))
+def _norm(length: int, avg_len: float, k1: float, b: float) -> float:
+    """A document's length normalisation. Both scorers here sum `q_count * idf * tf * (k1 + 1) / (tf +
+    _norm(...))` in this order of operations, so that they give the same floating-point scores."""
+    return k1 * (1 - b + b * length / avg_len)
 
 
 class Index:
@@ -182,6 +182,8 @@ class Index:
             return {}
         avg_len = (self._total_length - sum(self._docs[key][1] for key in left_out)) / n or 1.0
         scores: dict[str, float] = {}
+        norms: dict[str, float] = {}  # per document, computed once whatever the number of its terms
+        docs = self._docs
         for term, q_count in Counter(terms(query)).items():
             posting = self._postings.get(term)
             if not posting:
@@ -189,12 +191,14 @@ class Index:
             df = len(posting) - sum(1 for key in left_out if key in posting)
             if df <= 0:
                 continue
-            idf = _idf(n, df)
+            weight = q_count * _idf(n, df)
             for key, tf in posting.items():
-                if key not in left_out:
-                    scores[key] = scores.get(key, 0.0) + _weight(
-                        q_count, idf, tf, self._docs[key][1], avg_len, k1, b
-                    )
+                if key in left_out:
+                    continue
+                norm = norms.get(key)
+                if norm is None:
+                    norm = norms[key] = _norm(docs[key][1], avg_len, k1, b)
+                scores[key] = scores.get(key, 0.0) + weight * tf * (k1 + 1) / (tf + norm)
         return scores
 
 

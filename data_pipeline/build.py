@@ -221,7 +221,7 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
     for repo, indices in by_repo.items():
         reader = _pipe(ObjectReader, task.git_dirs[repo])
         builders[repo] = ContextBuilder(reader, config.context, config.filters, count)
-        builders[repo].prefetch((kept[i][1].base_commit, kept[i][1].new) for i in indices)
+        builders[repo].prefetch(kept[i][1].base_commit for i in indices)
     ranker = ModelRanker.from_config(config.context)
     picks = _model_picks(ranker, builders, kept, by_repo) if ranker is not None else {}
     for repo, indices in by_repo.items():

@@ -232,20 +232,12 @@ class ContextBuilder:
             pool[path] = sha
         return pool
 
-    def prefetch(self, work: Iterable[tuple[str, Iterable[str]]]) -> None:
-        """Read, in a few pipelined batches, the trees and the not yet indexed blobs that the context of
-        many PRs will need; `work` is (base commit, changed paths) per PR. Costs one round trip per tree
-        level and one for the blobs, instead of several per PR."""
-        work = [(commit, list(paths)) for commit, paths in work]
-        self.reader.prefetch_trees(commit for commit, _ in work)
-        files: dict[tuple[str, str], None] = {}
-        for commit, paths in work:
-            try:
-                pool = self._pool(commit, {_split(p)[1] for p in paths})
-            except GitError:
-                continue  # reported by the PR's own build
-            files.update(dict.fromkeys(pool.items()))
-        self._index(list(files))
+    def prefetch(self, commits: Iterable[str]) -> None:
+        """Read the trees of many PRs' base commits in a few pipelined batches (one round trip per tree
+        level instead of several per PR). The blobs whose facts a PR's ranking needs are read when it
+        syncs the pool index: a few per PR, most of them already in the reader's cache (extraction
+        rebuilt them)."""
+        self.reader.prefetch_trees(commits)
 
     def rank_request(
         self, base_commit: str, problem: str, modified: Iterable[str], new_paths: list[str]
@@ -402,9 +394,9 @@ class ContextBuilder:
         imports: set[str] = set()
         for path, text in modified.items():
             if path.endswith(".py"):
-                # The base version's facts are usually indexed already (`prefetch` pools modified files
-                # too): same path, same blob, so the same imports as scanning `text`.
-                known = self._facts.get((path, shas.get(path, "")))
+                # The index holds the base version's facts (same path, same blob: the same imports as
+                # scanning `text`) unless the file is not one a pool holds.
+                known = facts.get(path) if path in shas else None
                 imports |= index.resolve(known.imports if known is not None else _imports(path, text))
         names_of_targets = {n for p in targets for n in module_names(p) if p in index.resolve([n])}
         imported_by = pooled.importing(names_of_targets) - shas.keys()
