@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 
 from data_pipeline import bm25
 from data_pipeline.config import ContextConfig, FilterConfig
-from data_pipeline.edges import EDGES, LineEdges, apply_deltas
+from data_pipeline.edges import EDGES, Delta, LineEdges, apply_deltas
 from data_pipeline.extract import Dropped
 from data_pipeline.filters import file_role
 from data_pipeline.gitstore import GitError, ObjectReader
@@ -302,17 +302,17 @@ class ContextBuilder:
             return None
         if self.count is not estimate_tokens:
             return self._scan_facts(path, text, self.count(text))
-        lines = self._count_lines(path, sha, text)
-        facts = self._derive_facts(path, text, lines)
+        lines, changes = self._count_lines(path, sha, text)
+        facts = self._derive_facts(path, text, lines, changes)
         if facts is None:
             facts = self._scan_facts(path, text, estimate_tokens(text))
         self._versions.put((self._repo, path), sha, lines, facts, len(text))
         return facts
 
-    def _count_lines(self, path: str, sha: str, text: str) -> Counter[str]:
-        """`Counter(text.split("\n"))` of version `sha` of `path`: from the counts of the last version
-        indexed and the changes extraction recorded since (`edges.py`) when they connect the two, which
-        touches the changed lines only; else by splitting the text."""
+    def _count_lines(self, path: str, sha: str, text: str) -> tuple[Counter[str], Delta | None]:
+        """`Counter(text.split("\n"))` of version `sha` of `path`, and the lines removed and added since
+        the last version indexed when extraction recorded them (`edges.py`): then the counts come from
+        that version's and the changed lines only, not from splitting the text."""
         known = self._versions.get((self._repo, path))
         if known is not None:
             deltas = self._edges.chain(self._repo, path, known[0], sha)
@@ -320,8 +320,9 @@ class ContextBuilder:
                 lines = known[1].copy()
                 # The piece total is a cheap check that the records fit this text (they always should).
                 if apply_deltas(lines, deltas) and lines.total() == text.count("\n") + 1:
-                    return lines
-        return Counter(text.split("\n"))
+                    removed = [line for gone, _ in deltas for line in gone]
+                    return lines, (removed, [line for _, new in deltas for line in new])
+        return Counter(text.split("\n")), None
 
     @staticmethod
     def _scan_facts(path: str, text: str, tokens: int) -> BlobFacts:
@@ -329,9 +330,12 @@ class ContextBuilder:
         imports = _imports(path, text) if path.endswith(".py") else frozenset()
         return BlobFacts(counts, length, imports, tokens + _FILE_OVERHEAD)
 
-    def _derive_facts(self, path: str, text: str, lines: Counter[str]) -> BlobFacts | None:
+    def _derive_facts(
+        self, path: str, text: str, lines: Counter[str], changes: Delta | None = None
+    ) -> BlobFacts | None:
         """The facts of a new version of `path` from those of the last version indexed and the lines that
-        differ between the two, or None when no version is known or most lines differ.
+        differ between the two (`changes`, when known: removed and added lines, a line may be in both),
+        or None when no version is known or most lines differ.
 
         Exact, because every fact is a sum over lines: a BM25 term, an import statement and a piece of
         the token estimate never span a newline. Term counts and length move by the counts of the
@@ -342,14 +346,18 @@ class ContextBuilder:
         if known is None:
             return None
         _, old_lines, old = known
-        # The (line, count) pairs of either version only: a set operation in C, not a loop over lines.
-        removed: list[str] = []
-        added: list[str] = []
-        for line in {line for line, _ in old_lines.items() ^ lines.items()}:
-            delta = lines.get(line, 0) - old_lines.get(line, 0)
-            (added if delta > 0 else removed).extend([line] * abs(delta))
+        if changes is not None:
+            removed, added = changes
             if 2 * (len(removed) + len(added)) > len(lines):
                 return None
+        else:
+            # The (line, count) pairs of either version only: a set operation in C, not a loop over lines.
+            removed, added = [], []
+            for line in {line for line, _ in old_lines.items() ^ lines.items()}:
+                delta = lines.get(line, 0) - old_lines.get(line, 0)
+                (added if delta > 0 else removed).extend([line] * abs(delta))
+                if 2 * (len(removed) + len(added)) > len(lines):
+                    return None
         n_removed, n_added = len(removed), len(added)
         gone, new = "\n".join(removed), "\n".join(added)
         counts = old.terms.copy()
