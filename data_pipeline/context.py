@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import random
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from pathlib import PurePosixPath
 
 from data_pipeline import bm25
@@ -385,7 +386,7 @@ class ContextBuilder:
         modified: dict[str, str],
         new_paths: list[str],
         model_picks: Sequence[str] = (),
-    ) -> list[tuple[str, str, str, int]]:
+    ) -> Iterator[tuple[str, str, str, int]]:
         """(path, blob sha, reason, tokens) of unmodified files, most relevant first: the readable
         `model_picks` in their order, then the model-free tiers."""
         shas: dict[str, str] = {}
@@ -410,25 +411,26 @@ class ContextBuilder:
         imported_by = pooled.importing(names_of_targets) - shas.keys()
         dirs = {_split(p)[0] for p in targets}
         scores = pooled.bm25.scores(problem, exclude=shas)
-        picked = {
-            path: facts[path] for path in model_picks if path in pool and path in facts
-        }  # model's order
+        # The model's picks in its order, then the files an import links or that share a directory
+        # (few), then the files that share a term with the issue (most of a large pool, often): ranked by
+        # (tier, -score, path), the last tier sorted in C and its entries made only as far as `build`
+        # reads them. Any other file (no link, another directory, no common term) is never shown.
+        picked = {path: facts[path] for path in model_picks if path in pool and path in facts}
+        near = ((imports | imported_by | pooled.in_dirs(dirs)) & pool.keys()) - picked.keys()
         ranked = []
-        # Every pool file in some tier; the others (no import link, another directory, no common term)
-        # are never shown.
-        for path in ((imports | imported_by | pooled.in_dirs(dirs)) & pool.keys()) | scores.keys():
-            if path in picked or path not in facts:
-                continue
-            if path in imports or path in imported_by:
-                tier, reason = 0, "imports" if path in imports else "imported_by"
-            elif _split(path)[0] in dirs:
-                tier, reason = 1, "same_package"
-            else:
-                tier, reason = 2, "bm25"
-            ranked.append((tier, -scores.get(path, 0.0), path, reason, facts[path].tokens))
+        for path in near:
+            if path in facts:
+                reason = "imports" if path in imports else "imported_by" if path in imported_by else ""
+                tier, reason = (0, reason) if reason else (1, "same_package")
+                ranked.append((tier, -scores.get(path, 0.0), path, reason, facts[path].tokens))
         ranked.sort()
-        first = [(path, pool[path], "model", f.tokens) for path, f in picked.items()]
-        return first + [(path, pool[path], reason, tokens) for _, _, path, reason, tokens in ranked]
+        # Score descending, ties by path: a stable sort by score over the paths in order.
+        far = sorted(sorted(scores.keys() - near - picked.keys()), key=scores.__getitem__, reverse=True)
+        return chain(
+            [(path, pool[path], "model", f.tokens) for path, f in picked.items()],
+            [(path, pool[path], reason, tokens) for _, _, path, reason, tokens in ranked],
+            ((path, pool[path], "bm25", facts[path].tokens) for path in far),
+        )
 
     def build(
         self,

@@ -144,4 +144,4 @@ def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch):
             new_paths = [p for p in pr.changes if p not in modified]
             builder = ContextBuilder(reader, ContextConfig(), FilterConfig(), estimate_tokens)
             expected = _ranked_one_by_one(builder, base, pr.body, modified, new_paths)
-            assert builder._ranked_extras(base, pr.body, modified, new_paths) == expected, pr.title
+            assert list(builder._ranked_extras(base, pr.body, modified, new_paths)) == expected, pr.title
