@@ -170,8 +170,9 @@ def _discard(index: dict[str, set[str]], key: str, path: str) -> None:
             del index[key]
 
 
-# Per process, one per (repository, suffixes) most recently ranked; each holds the facts of its pool.
-_POOL_INDEXES: OrderedDict[tuple[str, frozenset[str]], PoolIndex] = OrderedDict()
+# Per process, one per (repository, suffixes, token counter, size limit) most recently ranked; each
+# holds the facts of its pool.
+_POOL_INDEXES: OrderedDict[tuple[str, frozenset[str], TokenCounter, int], PoolIndex] = OrderedDict()
 _POOL_INDEXES_MAX = 4
 
 
@@ -197,6 +198,9 @@ class ContextBuilder:
         self._versions = versions if versions is not None else _VERSIONS
         self._edges = edges if edges is not None else EDGES
         self._repo = str(reader.git_dir)
+        # The version store's facts hold estimated token counts and passed this size limit: another
+        # limit is another scope, and another counter does not use the store at all.
+        self._scope = f"{self._repo}\0{filters.max_file_bytes}"
 
     def _pool(
         self,
@@ -262,7 +266,7 @@ class ContextBuilder:
         for path, sha in files:
             if (path, sha) in self._facts:
                 continue
-            known = self._versions.get((self._repo, path))
+            known = self._versions.get((self._scope, path)) if self.count is estimate_tokens else None
             if known is not None and known[0] == sha:
                 self._remember(path, sha, known[2])
             else:
@@ -285,7 +289,9 @@ class ContextBuilder:
         return {key: self._facts[key] for key in files}
 
     def _pool_index(self, suffixes: frozenset[str]) -> PoolIndex:
-        key = (self._repo, suffixes)
+        # Everything a file's facts depend on besides its blob: another counter or size limit (another
+        # run in this process) gets an index of its own.
+        key = (self._repo, suffixes, self.count, self.filters.max_file_bytes)
         index = _POOL_INDEXES.get(key)
         if index is None:
             index = _POOL_INDEXES[key] = PoolIndex()
@@ -307,14 +313,14 @@ class ContextBuilder:
         facts = self._derive_facts(path, text, lines, changes)
         if facts is None:
             facts = self._scan_facts(path, text, estimate_tokens(text))
-        self._versions.put((self._repo, path), sha, lines, facts, len(text))
+        self._versions.put((self._scope, path), sha, lines, facts, len(text))
         return facts
 
     def _count_lines(self, path: str, sha: str, text: str) -> tuple[Counter[str], Delta | None]:
         """`Counter(text.split("\n"))` of version `sha` of `path`, and the lines removed and added since
         the last version indexed when extraction recorded them (`edges.py`): then the counts come from
         that version's and the changed lines only, not from splitting the text."""
-        known = self._versions.get((self._repo, path))
+        known = self._versions.get((self._scope, path))
         if known is not None:
             deltas = self._edges.chain(self._repo, path, known[0], sha)
             if deltas:
@@ -343,7 +349,7 @@ class ContextBuilder:
         removed and added lines; the estimate of `"\n".join(lines)` is the sum of its lines' estimates
         plus one per newline; imports are rescanned only when a differing line mentions `import`.
         """
-        known = self._versions.get((self._repo, path))
+        known = self._versions.get((self._scope, path))
         if known is None:
             return None
         _, old_lines, old = known

@@ -66,7 +66,7 @@ def test_derived_facts_equal_a_full_scan(seed):
     for step in range(25):
         lines = _edit(lines, rng)
         version = "\n".join(lines)
-        known = store.get((str(_Reader.git_dir), path))
+        known = store.get((builder._scope, path))
         facts = builder._compute_facts(path, f"v{step}", version.encode())
         expected = _scan(path, version)
         assert facts == expected
@@ -145,3 +145,22 @@ def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch):
             builder = ContextBuilder(reader, ContextConfig(), FilterConfig(), estimate_tokens)
             expected = _ranked_one_by_one(builder, base, pr.body, modified, new_paths)
             assert list(builder._ranked_extras(base, pr.body, modified, new_paths)) == expected, pr.title
+
+
+def test_a_run_with_another_token_counter_never_reuses_the_pool_index(tmp_path):
+    """Facts carry token counts: a second run in the same process (another `--tokenizer`) must rank
+    with its own counts, not the ones an earlier run's pool index holds."""
+    from data_pipeline.gitstore import ObjectReader
+    from data_pipeline.synthetic import HistoryBuilder, random_fix
+
+    history = HistoryBuilder(seed=3, files=20)
+    pr = [random_fix(history) for _ in range(3)][-1]
+    history.write(tmp_path / "repo")
+    with ObjectReader(tmp_path / "repo" / ".git") as reader:
+        base = reader.read(pr.sha)[1].split(b"\nparent ")[1][:40].decode()
+        modified = {p: b.decode() for p, b in pr.before.items() if b is not None}
+        texts = {e.path: reader.blob(e.sha).decode() for e in reader.list_files(base)}
+        for count in (estimate_tokens, len):
+            builder = ContextBuilder(reader, ContextConfig(), FilterConfig(), count)
+            extras = list(builder._ranked_extras(base, "misbehaves on empty input", modified, []))
+            assert extras and all(tokens == count(texts[path]) + 8 for path, _, _, tokens in extras)

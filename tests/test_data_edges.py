@@ -107,7 +107,7 @@ def test_context_facts_follow_recorded_changes_and_equal_a_full_scan():
         if step % 3 == 0:  # and some versions are never indexed: the next one follows two records
             lines, text = new_lines, new
             continue
-        known = store.get((repo, path))
+        known = store.get((builder._scope, path))
         followed += bool(known and edges.chain(repo, path, known[0], f"s{step}"))
         counted, _ = builder._count_lines(path, f"s{step}", new)
         assert counted == Counter(new.split("\n"))
