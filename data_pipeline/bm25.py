@@ -2,8 +2,8 @@
 
 Identifiers are split on underscores and camelCase so that an issue saying "the parse date helper"
 matches `parse_date` and `parseDate`. Document term counts are computed once per blob by the caller and
-reused across PRs; a query only touches the terms it contains, so scoring a few thousand files costs
-a few thousand dictionary look-ups per query term.
+reused across PRs. `bm25_scores` scores a list of documents once; `Index` keeps an inverted index over a
+set of documents that changes a few at a time, so a query visits only the documents holding its terms.
 """
 
 from __future__ import annotations
@@ -136,9 +136,6 @@ class Index:
 
     def __len__(self) -> int:
         return len(self._docs)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._docs
 
     def put(self, key: str, counts: Counter[str], length: int) -> None:
         """Add the document `key`, or replace it (only the terms whose counts differ are touched)."""

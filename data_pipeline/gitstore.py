@@ -18,8 +18,7 @@ import shutil
 import subprocess
 import tempfile
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Self
 
@@ -121,15 +120,6 @@ def blob_id(data: bytes) -> str:
     return digest.hexdigest()
 
 
-@dataclass(frozen=True)
-class TreeEntry:
-    """A regular file in a tree: path, mode and blob sha. Symlinks and submodules never become one."""
-
-    path: str
-    mode: str
-    sha: str
-
-
 class GitPipe:
     """One long-lived git process fed object names on stdin (`cat-file --batch`, `diff-tree --stdin`).
 
@@ -172,9 +162,9 @@ class ObjectReader(GitPipe):
     cost one round trip, not one each (a round trip is a context switch to git and back, which under
     load costs more than reading the blob). Blobs are cached by sha within a byte budget, because the
     merged version of a file in one PR is the base version of the next PR that touches it; trees are
-    cached by sha (most subtrees are shared between neighbouring commits), and so are complete file
-    listings of a subtree, so listing the files of commit after commit costs little more than reading
-    the trees that changed.
+    cached by sha (most subtrees are shared between neighbouring commits), and so are the lists of a
+    subtree's files of one kind (`matching_files`), so listing the files of commit after commit costs
+    little more than reading the trees that changed.
     """
 
     # At most this many shas per write: 41 bytes each stays far below a pipe's buffer, so git can never
@@ -196,8 +186,6 @@ class ObjectReader(GitPipe):
         self._blobs: OrderedDict[str, bytes] = OrderedDict()
         self._blob_bytes = 0
         self.listing_cache_entries = listing_cache_entries
-        self._listings: OrderedDict[tuple[str, str], list[TreeEntry]] = OrderedDict()
-        self._listed = 0
         self._matches: OrderedDict[tuple[str, str, Hashable], list[tuple[str, str]]] = OrderedDict()
         self._matched = 0
         super().__init__(git_dir, "cat-file", "--batch")
@@ -355,51 +343,17 @@ class ObjectReader(GitPipe):
                 entries = self._parse_tree(sha, answer[1])
                 frontier += [child for mode, _, child in entries if mode == "040000"]
             # A tree already cached is not descended into: its subtrees were read with it, and
-            # `list_files` reads on demand any that the cache has dropped since.
-
-    def list_files(self, commit: str) -> Iterator[TreeEntry]:
-        """Every regular file of a commit, depth first in git's order. Symlinks and submodules are skipped."""
-        return self._files(self.commit_tree(commit), "")
-
-    def _files(self, tree: str, prefix: str) -> Iterator[TreeEntry]:
-        """The files under `tree`, whose path is `prefix`: a tree's own files first, then each subtree's.
-
-        Lazy, so a caller that stops early reads no more trees than it needs. A listing read to its end
-        is kept (within `listing_cache_entries` entries in all) under its tree and prefix: neighbouring
-        commits share most subtrees, and a commit's listing is asked for again when its context is
-        built, so a listing is mostly lists of entries already made."""
-        key = (tree, prefix)
-        cached = self._listings.get(key)
-        if cached is not None:
-            self._listings.move_to_end(key)
-            yield from cached
-            return
-        listing: list[TreeEntry] = []
-        subtrees = []
-        for mode, name, sha in self._tree(tree):
-            if mode == "040000":
-                subtrees.append((sha, f"{prefix}{name}/"))
-            elif mode in REGULAR_MODES:
-                entry = TreeEntry(prefix + name, mode, sha)
-                listing.append(entry)
-                yield entry
-        for sha, path in subtrees:
-            for entry in self._files(sha, path):
-                listing.append(entry)
-                yield entry
-        self._listings[key] = listing
-        self._listed += len(listing)
-        while self._listed > self.listing_cache_entries:
-            _, dropped = self._listings.popitem(last=False)
-            self._listed -= len(dropped)
+            # `matching_files` reads on demand any that the cache has dropped since.
 
     def matching_files(
         self, commit: str, key: Hashable, keep: Callable[[str], bool]
     ) -> list[tuple[str, str]]:
-        """(path, blob sha) of the regular files of a commit whose path `keep` accepts, in `list_files`
-        order. Kept per subtree under `key`, which must name `keep` (one key, one predicate): a commit
-        differs from its neighbours in a few subtrees, so its list costs the entries of those only, and
-        a caller that needs one kind of file (a context pool) never walks the others."""
+        """(path, blob sha) of the regular files of a commit whose path `keep` accepts, depth first in
+        git's order (a tree's own files, then each subtree's); symlinks and submodules are never files.
+        Kept per subtree under `key`, which must name `keep` (one key, one predicate): a commit differs
+        from its neighbours in a few subtrees, so its list costs the entries of those only, and a caller
+        that needs one kind of file (a context pool) never walks the others. The list is shared with
+        the cache: read it, never change it."""
         return self._matching(self.commit_tree(commit), "", key, keep)
 
     def _matching(

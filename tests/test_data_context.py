@@ -159,7 +159,7 @@ def test_a_run_with_another_token_counter_never_reuses_the_pool_index(tmp_path):
     with ObjectReader(tmp_path / "repo" / ".git") as reader:
         base = reader.read(pr.sha)[1].split(b"\nparent ")[1][:40].decode()
         modified = {p: b.decode() for p, b in pr.before.items() if b is not None}
-        texts = {e.path: reader.blob(e.sha).decode() for e in reader.list_files(base)}
+        texts = {path: reader.blob(sha).decode() for path, sha in reader.matching_files(base, "all", bool)}
         for count in (estimate_tokens, len):
             builder = ContextBuilder(reader, ContextConfig(), FilterConfig(), count)
             extras = list(builder._ranked_extras(base, "misbehaves on empty input", modified, []))

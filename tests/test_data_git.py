@@ -138,7 +138,7 @@ def test_rebuilt_blobs_are_taken_only_when_their_id_matches():
     assert _rebuild(_Offers(), {other.old_sha: b"x\ny\n"}, [other], parse_patch(patch)) is None  # type: ignore[arg-type]
 
 
-def test_matching_files_are_list_files_filtered_in_order_for_every_commit(tmp_path):
+def test_matching_files_are_gits_files_of_the_kind_for_every_commit(tmp_path):
     """Lists kept per subtree must never leak from one commit or one predicate into another."""
     history = HistoryBuilder(seed=5, files=30)
     for _ in range(25):
@@ -155,6 +155,19 @@ def test_matching_files_are_list_files_filtered_in_order_for_every_commit(tmp_pa
     }
     with ObjectReader(git_dir, listing_cache_entries=64) as reader:  # small: entries are evicted too
         for commit in commits * 2:
+            # git's own listing of the regular files, in its order (a tree's files before its subtrees'
+            # is what the reader promises; ls-tree sorts by full path, so compare as sets and check the
+            # order of each directory's own files).
+            listed = _git(git_dir, "ls-tree", "-r", "-z", commit).split(b"\0")
+            files = [
+                (line.split(b"\t", 1)[1].decode(), line.split()[2].decode())
+                for line in listed
+                if line and line.split()[0] in (b"100644", b"100755")
+            ]
             for name, keep in kinds.items():
-                expected = [(e.path, e.sha) for e in reader.list_files(commit) if keep(e.path)]
-                assert reader.matching_files(commit, name, keep) == expected
+                found = reader.matching_files(commit, name, keep)
+                expected = [(path, sha) for path, sha in files if keep(path)]
+                assert sorted(found) == sorted(expected) and len(found) == len(set(found))
+                for folder in {path.rpartition("/")[0] for path, _ in found}:
+                    own = [path for path, _ in found if path.rpartition("/")[0] == folder]
+                    assert own == sorted(own)

@@ -193,7 +193,7 @@ def test_the_builder_tags_the_models_picks_and_keeps_the_tiers_after_them(histor
     try:
         config = ContextConfig(max_extra_files=4)
         builder = ContextBuilder(reader, config, FilterConfig(), estimate_tokens)
-        shas = {entry.path: entry.sha for entry in reader.list_files("HEAD")}
+        shas = dict(reader.matching_files("HEAD", "all", lambda _: True))
         modified_path = min(p for p in shas if p.startswith("pkg/"))
         modified = {modified_path: reader.blob(shas[modified_path]).decode()}
         request = builder.rank_request("HEAD", "empty input", modified, [])
