@@ -12,6 +12,9 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
 
 # Okapi BM25's usual parameters: term frequency saturation and length normalisation.
 K1 = 1.5
@@ -113,10 +116,16 @@ def _idf(n: int, df: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
-def _norm(length: int, avg_len: float, k1: float, b: float) -> float:
-    """A document's length normalisation. Both scorers here sum `q_count * idf * tf * (k1 + 1) / (tf +
-    _norm(...))` in this order of operations, so that they give the same floating-point scores."""
+def _norm(length: Any, avg_len: float, k1: float, b: float) -> Any:
+    """A document's length normalisation (of one length, or of an array of them). Every scorer here sums
+    `q_count * idf * tf * (k1 + 1) / (tf + _norm(...))` in this order of operations, so that they give
+    the same floating-point scores."""
     return k1 * (1 - b + b * length / avg_len)
+
+
+# Postings a query must visit before `Index.scores` scores them with NumPy rather than term by term in
+# Python: below that, array set-up costs more than it saves.
+VECTOR_FROM = 512
 
 
 class Index:
@@ -127,12 +136,19 @@ class Index:
 
     `scores(query)` equals `bm25_scores` over the same documents, float for float: the same document
     frequencies, average length and per-term expression, summed per document in the query's term order.
+    A query whose terms hold many postings (a long issue over a large repository) is scored with NumPy,
+    one array operation per term in the same order of operations, which gives the same floats.
     """
 
     def __init__(self) -> None:
         self._docs: dict[str, tuple[Counter[str], int]] = {}
         self._postings: dict[str, dict[str, int]] = {}
         self._total_length = 0
+        # Dense ids for the NumPy path: a document's slot in `_keys` and `_lengths`, reused when freed.
+        self._ids: dict[str, int] = {}
+        self._keys: list[str | None] = []
+        self._free: list[int] = []
+        self._lengths = np.zeros(64)
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -152,12 +168,30 @@ class Index:
                 self._unpost(term, key)
         self._docs[key] = (counts, length)
         self._total_length += length
+        slot = self._slot(key)  # first: it may replace `_lengths` with a longer array
+        self._lengths[slot] = length
+
+    def _slot(self, key: str) -> int:
+        slot = self._ids.get(key)
+        if slot is None:
+            slot = self._free.pop() if self._free else len(self._keys)
+            if slot == len(self._keys):
+                self._keys.append(key)
+                if slot >= len(self._lengths):
+                    self._lengths = np.concatenate([self._lengths, np.zeros(len(self._lengths))])
+            else:
+                self._keys[slot] = key
+            self._ids[key] = slot
+        return slot
 
     def remove(self, key: str) -> None:
         counts, length = self._docs.pop(key)
         self._total_length -= length
         for term in counts:
             self._unpost(term, key)
+        slot = self._ids.pop(key)
+        self._keys[slot] = None
+        self._free.append(slot)
 
     def _unpost(self, term: str, key: str) -> None:
         posting = self._postings.get(term)
@@ -178,17 +212,21 @@ class Index:
         if n <= 0:
             return {}
         avg_len = (self._total_length - sum(self._docs[key][1] for key in left_out)) / n or 1.0
-        scores: dict[str, float] = {}
-        norms: dict[str, float] = {}  # per document, computed once whatever the number of its terms
-        docs = self._docs
+        # Each query term with its weight (count x idf) and postings, in the query's term order.
+        terms_in: list[tuple[float, dict[str, int]]] = []
         for term, q_count in Counter(terms(query)).items():
             posting = self._postings.get(term)
             if not posting:
                 continue
             df = len(posting) - sum(1 for key in left_out if key in posting)
-            if df <= 0:
-                continue
-            weight = q_count * _idf(n, df)
+            if df > 0:
+                terms_in.append((q_count * _idf(n, df), posting))
+        if sum(len(posting) for _, posting in terms_in) >= VECTOR_FROM:
+            return self._scores_vectorized(terms_in, left_out, avg_len, k1, b)
+        scores: dict[str, float] = {}
+        norms: dict[str, float] = {}  # per document, computed once whatever the number of its terms
+        docs = self._docs
+        for weight, posting in terms_in:
             for key, tf in posting.items():
                 if key in left_out:
                     continue
@@ -197,6 +235,27 @@ class Index:
                     norm = norms[key] = _norm(docs[key][1], avg_len, k1, b)
                 scores[key] = scores.get(key, 0.0) + weight * tf * (k1 + 1) / (tf + norm)
         return scores
+
+    def _scores_vectorized(
+        self,
+        terms_in: list[tuple[float, dict[str, int]]],
+        left_out: list[str],
+        avg_len: float,
+        k1: float,
+        b: float,
+    ) -> dict[str, float]:
+        """`scores` with one NumPy operation per term: the same expression in the same order of
+        operations (`_norm`), so the same floats; each document's sum still goes term by term."""
+        total = np.zeros(len(self._keys))
+        touched = np.zeros(len(self._keys), dtype=bool)
+        for weight, posting in terms_in:
+            slots = np.fromiter(map(self._ids.__getitem__, posting), dtype=np.intp, count=len(posting))
+            tf = np.fromiter(posting.values(), dtype=np.float64, count=len(posting))
+            total[slots] += weight * tf * (k1 + 1) / (tf + _norm(self._lengths[slots], avg_len, k1, b))
+            touched[slots] = True
+        touched[[self._ids[key] for key in left_out]] = False
+        found = np.flatnonzero(touched)
+        return dict(zip(map(self._keys.__getitem__, found.tolist()), total[found].tolist(), strict=True))
 
 
 def doc_stats(text: str) -> tuple[Counter[str], int]:

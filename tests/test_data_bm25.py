@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
+
 from data_pipeline import bm25
 
 _WORDS = ["parse", "date", "value", "empty", "input", "module", "handler", "cache", "retry", "token"]
@@ -16,12 +18,14 @@ def _doc(rng: random.Random) -> tuple[Counter[str], int]:
     return counts, counts.total()
 
 
-def test_index_scores_equal_one_by_one_scores_through_changes_and_exclusions():
+@pytest.mark.parametrize("vector_from", [bm25.VECTOR_FROM, 0], ids=["python", "numpy"])
+def test_index_scores_equal_one_by_one_scores_through_changes_and_exclusions(monkeypatch, vector_from):
+    monkeypatch.setattr(bm25, "VECTOR_FROM", vector_from)  # 0: every query through the NumPy path
     rng = random.Random(7)
     index = bm25.Index()
     docs: dict[str, tuple[Counter[str], int]] = {}
-    for step in range(300):
-        key = f"pkg/m{rng.randrange(40)}.py"
+    for step in range(400):
+        key = f"pkg/m{rng.randrange(100)}.py"  # past the 64 slots the index starts with
         if key in docs and rng.random() < 0.25:
             index.remove(key)
             del docs[key]
