@@ -18,11 +18,17 @@ def _doc(rng: random.Random) -> tuple[Counter[str], int]:
     return counts, counts.total()
 
 
-@pytest.mark.parametrize("vector_from", [bm25.VECTOR_FROM, 0], ids=["python", "numpy"])
-def test_index_scores_equal_one_by_one_scores_through_changes_and_exclusions(monkeypatch, vector_from):
+@pytest.mark.parametrize(
+    ("vector_from", "max_terms"),
+    [(bm25.VECTOR_FROM, 20_000), (0, 20_000), (bm25.VECTOR_FROM, 3)],
+    ids=["python", "numpy", "postings-evicted"],
+)
+def test_index_scores_equal_one_by_one_scores_through_changes_and_exclusions(
+    monkeypatch, vector_from, max_terms
+):
     monkeypatch.setattr(bm25, "VECTOR_FROM", vector_from)  # 0: every query through the NumPy path
     rng = random.Random(7)
-    index = bm25.Index()
+    index = bm25.Index(max_terms=max_terms)  # 3: postings are dropped and rebuilt all the time
     docs: dict[str, tuple[Counter[str], int]] = {}
     for step in range(400):
         key = f"pkg/m{rng.randrange(100)}.py"  # past the 64 slots the index starts with
@@ -50,4 +56,5 @@ def test_a_replaced_document_keeps_no_stale_terms():
     assert set(index.scores("value")) == {"a.py", "b.py"}
     index.remove("a.py")
     index.remove("b.py")
-    assert index.scores("value") == {} and len(index) == 0 and not index._postings
+    assert index.scores("value") == {} and len(index) == 0
+    assert not any(index._postings.values())  # the terms asked for stay known, with no document
