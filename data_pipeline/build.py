@@ -90,8 +90,8 @@ _PIPES: OrderedDict[tuple[int, str, str], ObjectReader | PatchReader] = OrderedD
 _PIPES_MAX = 8
 
 # Extracted rows of the shards this process prepared and has not rendered yet, by build shard path.
-# The driver keeps at most a few blocks of shards between prepare and render (`runner.WINDOW`), so
-# this rarely evicts; an evicted shard is extracted again by its render.
+# The driver keeps at most a few blocks of shards per worker between prepare and render
+# (`runner.WINDOW_PER_WORKER`), so this rarely evicts; an evicted shard is extracted again by its render.
 _PREPARED: OrderedDict[str, list[tuple[Candidate, Extracted]]] = OrderedDict()
 _PREPARED_MAX = 32
 

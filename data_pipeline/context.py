@@ -55,6 +55,10 @@ class ContextResult:
     prompt_tokens: int = 0
 
 
+# What the version store holds of a path: (blob sha, line counts, facts) of its last version indexed.
+Version = tuple[str, Counter[str], BlobFacts]
+
+
 class VersionStore:
     """The lines and facts of the last indexed version of each (repository, path), bounded by the size of
     those versions in bytes (least recently used out first); see `ContextBuilder._derive_facts`.
@@ -67,7 +71,7 @@ class VersionStore:
         self._items: OrderedDict[tuple[str, str], tuple[str, Counter[str], BlobFacts, int]] = OrderedDict()
         self._bytes = 0
 
-    def get(self, key: tuple[str, str]) -> tuple[str, Counter[str], BlobFacts] | None:
+    def get(self, key: tuple[str, str]) -> Version | None:
         """(blob sha, line counts, facts) of the version last stored under `key`."""
         found = self._items.get(key)
         if found is None:
@@ -309,18 +313,20 @@ class ContextBuilder:
             return None
         if self.count is not estimate_tokens:
             return self._scan_facts(path, text, self.count(text))
-        lines, changes = self._count_lines(path, sha, text)
-        facts = self._derive_facts(path, text, lines, changes)
+        known = self._versions.get((self._scope, path))  # the last version indexed, if any
+        lines, changes = self._count_lines(path, sha, text, known)
+        facts = self._derive_facts(path, text, lines, known, changes)
         if facts is None:
             facts = self._scan_facts(path, text, estimate_tokens(text))
         self._versions.put((self._scope, path), sha, lines, facts, len(text))
         return facts
 
-    def _count_lines(self, path: str, sha: str, text: str) -> tuple[Counter[str], Delta | None]:
+    def _count_lines(
+        self, path: str, sha: str, text: str, known: Version | None
+    ) -> tuple[Counter[str], Delta | None]:
         """`Counter(text.split("\n"))` of version `sha` of `path`, and the lines removed and added since
-        the last version indexed when extraction recorded them (`edges.py`): then the counts come from
-        that version's and the changed lines only, not from splitting the text."""
-        known = self._versions.get((self._scope, path))
+        `known`, the last version indexed, when extraction recorded them (`edges.py`): then the counts
+        come from that version's and the changed lines only, not from splitting the text."""
         if known is not None:
             deltas = self._edges.chain(self._repo, path, known[0], sha)
             if deltas:
@@ -338,18 +344,17 @@ class ContextBuilder:
         return BlobFacts(counts, length, imports, tokens + _FILE_OVERHEAD)
 
     def _derive_facts(
-        self, path: str, text: str, lines: Counter[str], changes: Delta | None = None
+        self, path: str, text: str, lines: Counter[str], known: Version | None, changes: Delta | None
     ) -> BlobFacts | None:
-        """The facts of a new version of `path` from those of the last version indexed and the lines that
-        differ between the two (`changes`, when known: removed and added lines, a line may be in both),
-        or None when no version is known or most lines differ.
+        """The facts of a new version of `path` from those of `known`, the last version indexed, and the
+        lines that differ between the two (`changes`, when known: removed and added lines, a line may be
+        in both), or None when no version is known or most lines differ.
 
         Exact, because every fact is a sum over lines: a BM25 term, an import statement and a piece of
         the token estimate never span a newline. Term counts and length move by the counts of the
         removed and added lines; the estimate of `"\n".join(lines)` is the sum of its lines' estimates
         plus one per newline; imports are rescanned only when a differing line mentions `import`.
         """
-        known = self._versions.get((self._scope, path))
         if known is None:
             return None
         _, old_lines, old = known

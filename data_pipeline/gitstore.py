@@ -261,9 +261,6 @@ class ObjectReader(GitPipe):
     def blob(self, sha: str) -> bytes:
         return self.blobs([sha])[sha]
 
-    def exists(self, sha: str) -> bool:
-        return self._request([sha])[0] is not None
-
     def _parse_tree(self, sha: str, data: bytes) -> list[tuple[str, str, str]]:
         # One regular-expression scan in C finds every `mode SP name NUL sha` entry of the tree.
         entries = []

@@ -109,7 +109,7 @@ def test_context_facts_follow_recorded_changes_and_equal_a_full_scan():
             continue
         known = store.get((builder._scope, path))
         followed += bool(known and edges.chain(repo, path, known[0], f"s{step}"))
-        counted, _ = builder._count_lines(path, f"s{step}", new)
+        counted, _ = builder._count_lines(path, f"s{step}", new, known)
         assert counted == Counter(new.split("\n"))
         assert builder._compute_facts(path, f"s{step}", new.encode()) == _scan(path, new)
         lines, text = new_lines, new

@@ -24,10 +24,8 @@ _GITHUB_URL = re.compile(r"github\.com[:/]([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
 
 def guess_repo_name(path: Path) -> str:
     """`owner/name` from the clone's origin URL when it is on GitHub, else `local/<directory name>`."""
-    dot_git = path / ".git"
-    git_dir = dot_git if dot_git.exists() else path
     try:
-        url = run_git(git_dir, "config", "--get", "remote.origin.url").decode().strip()
+        url = run_git(_source_git_dir(path), "config", "--get", "remote.origin.url").decode().strip()
     except Exception:
         url = ""
     match = _GITHUB_URL.search(url)
@@ -107,6 +105,7 @@ def _is_sha(ref: str) -> bool:
 
 
 def _source_git_dir(path: Path) -> Path:
+    """The git directory of the user's clone: `.git` in a work tree, the directory itself when bare."""
     dot_git = path / ".git"
     return dot_git if dot_git.exists() else path
 
@@ -115,7 +114,7 @@ def _resolve_in_source(path: Path, ref: str) -> str | None:
     """The commit `ref` names in the user's clone now (read without touching its work tree), or None when
     it names none there."""
     try:
-        return run_git(_source_git_dir(path), "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
+        return resolve(_source_git_dir(path), ref)
     except GitError:
         return None
 
