@@ -7,12 +7,16 @@
  * (_ascii_estimate) pays numpy's fixed cost per call plus several whole-array passes; one pass over the
  * characters here is about ten times faster.  The extension is optional: without it tokens.py uses numpy.
  *
- * Only ASCII text is counted here, read in place (a compact ASCII str stores one byte per character).
- * For any other str -1 is returned and the caller uses the regular expression, which defines what \d and
- * \s mean for Unicode.  For ASCII the classes are those of _CLASSES in tokens.py: letters (A-Za-z, the
- * ASCII characters for which str.isalpha() is true), digits (0-9, str.isdigit()), space/tab, each in runs
- * of up to 8 characters per piece, and everything else (newline, punctuation, other whitespace such as
- * \r \x0b \x0c \x1c-\x1f, control characters): one piece per character.
+ * The text is read in place, in whichever width the str stores it (1, 2 or 4 bytes per character).  For
+ * ASCII the classes are those of _CLASSES in tokens.py: letters (A-Za-z, the ASCII characters for which
+ * str.isalpha() is true), digits (0-9, str.isdigit()), space/tab, each in runs of up to 8 characters per
+ * piece, and everything else (newline, punctuation, other whitespace such as \r \x0b \x0c \x1c-\x1f,
+ * control characters): one piece per character.  Past ASCII the regular expression's own rules decide:
+ * [A-Za-z] and [ \t] are ASCII only, \d is any Unicode decimal digit (category Nd, the test sre itself
+ * makes: Py_UNICODE_ISDECIMAL), and every other character (a letter such as e-acute, Unicode whitespace,
+ * a symbol) matches [^\sA-Za-z\d] or \s, one piece each.  So a non-ASCII character is a digit or OTHER;
+ * no character of 128-255 is in Nd, so one-byte (Latin-1) text needs only the ASCII rule.  Files with a
+ * single accented name in a comment are common in real repositories: the regex costs ~30x this pass.
  *
  * How: a piece starts at character i when its class differs from that of character i-1 (a new run),
  * when it is of class OTHER, or at a cut inside a long run.  A cut is at i exactly when characters
@@ -24,7 +28,7 @@
  * as fast as the plain loop.  Everything is plain, portable C: only byte-wise AND/OR on the words, and
  * the bytes of a word are summed by one multiplication (each is 0 or 1, so no carries: any byte order).
  *
- * PyUnicode_IS_ASCII / PyUnicode_1BYTE_DATA are not part of the limited API, so this module is built
+ * PyUnicode_KIND / PyUnicode_DATA are not part of the limited API, so this module is built
  * against the full (but stable and documented) API; nothing else beyond METH_O and PyLong is used.
  */
 #define PY_SSIZE_T_CLEAN
@@ -49,8 +53,17 @@ char_class(unsigned char c)
     return (unsigned char)(OTHER - 3 * letter - 2 * digit - blank);
 }
 
+/* The class of any character: the ASCII rule, or digit / OTHER past it (see the top of the file). */
+static inline unsigned char
+wide_class(Py_UCS4 c)
+{
+    if (c < 128)
+        return char_class((unsigned char)c);
+    return Py_UNICODE_ISDECIMAL(c) ? 1 : OTHER;
+}
+
 static Py_ssize_t
-count_pieces(const unsigned char *text, Py_ssize_t n)
+count_pieces(int kind, const void *text, Py_ssize_t n)
 {
     /* Per chunk, one byte (0/1 unless a class) per character.  The 8 entries before index 0 of `cls`
        and `change` hold the previous chunk's last 8 (before the first chunk: a character of no class,
@@ -63,12 +76,24 @@ count_pieces(const unsigned char *text, Py_ssize_t n)
     memset(cls_buf, NONE, RUN);
     memset(change_buf, 1, RUN);
     for (Py_ssize_t base = 0; base < n; base += CHUNK) {
-        const unsigned char *s = text + base;
         Py_ssize_t m = n - base < CHUNK ? n - base : CHUNK;
         Py_ssize_t padded = (m + RUN - 1) / RUN * RUN;
         Py_ssize_t i;
-        for (i = 0; i < m; i++)
-            cls[i] = char_class(s[i]);
+        if (kind == PyUnicode_1BYTE_KIND) {
+            const Py_UCS1 *s = (const Py_UCS1 *)text + base;
+            for (i = 0; i < m; i++)
+                cls[i] = char_class(s[i]);
+        }
+        else if (kind == PyUnicode_2BYTE_KIND) {
+            const Py_UCS2 *s = (const Py_UCS2 *)text + base;
+            for (i = 0; i < m; i++)
+                cls[i] = wide_class(s[i]);
+        }
+        else {
+            const Py_UCS4 *s = (const Py_UCS4 *)text + base;
+            for (i = 0; i < m; i++)
+                cls[i] = wide_class(s[i]);
+        }
         for (i = 0; i < m; i++) {
             unsigned char changed = cls[i] != cls[i - 1];
             change[i] = changed;
@@ -99,16 +124,16 @@ count_pieces(const unsigned char *text, Py_ssize_t n)
     return count;
 }
 
-PyDoc_STRVAR(ascii_estimate_doc,
-             "ascii_estimate(text, /)\n--\n\n"
-             "len(_PIECES.findall(text)) for an ASCII str; -1 for any other str (count it with the regex).");
+PyDoc_STRVAR(estimate_doc,
+             "estimate(text, /)\n--\n\n"
+             "len(_PIECES.findall(text)) for any str.");
 
 static PyObject *
-ascii_estimate(PyObject *module, PyObject *text)
+estimate(PyObject *module, PyObject *text)
 {
     (void)module;
     if (!PyUnicode_Check(text)) {
-        PyErr_Format(PyExc_TypeError, "ascii_estimate() argument must be str, not %.200s",
+        PyErr_Format(PyExc_TypeError, "estimate() argument must be str, not %.200s",
                      Py_TYPE(text)->tp_name);
         return NULL;
     }
@@ -116,20 +141,19 @@ ascii_estimate(PyObject *module, PyObject *text)
     if (PyUnicode_READY(text) < 0)
         return NULL;
 #endif
-    if (!PyUnicode_IS_ASCII(text))
-        return PyLong_FromLong(-1);
-    return PyLong_FromSsize_t(count_pieces(PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text)));
+    return PyLong_FromSsize_t(
+        count_pieces(PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)));
 }
 
 static PyMethodDef tokencount_methods[] = {
-    {"ascii_estimate", (PyCFunction)ascii_estimate, METH_O, ascii_estimate_doc},
+    {"estimate", (PyCFunction)estimate, METH_O, estimate_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef tokencount_module = {
     PyModuleDef_HEAD_INIT,
     "data_pipeline._tokencount",
-    "Compiled token estimate for ASCII text, used by data_pipeline.tokens.",
+    "Compiled token estimate, used by data_pipeline.tokens.",
     -1,
     tokencount_methods,
     NULL,

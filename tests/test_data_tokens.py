@@ -70,7 +70,7 @@ def test_compiled_estimate_counts_the_regex_pieces():
     compiled = pytest.importorskip("data_pipeline._tokencount")
     long_runs = [c * 10_000 for c in " \tA9\n."] + ["ab1 " * 5000, "\x1c\x1f\r\x0b\x0c" * 1000]
     for text in _texts(0, 2000) + _every_code_point_in_runs() + long_runs + [""]:
-        assert compiled.ascii_estimate(text) == len(_PIECES.findall(text)), repr(text)
+        assert compiled.estimate(text) == len(_PIECES.findall(text)), repr(text)
 
 
 def test_compiled_estimate_across_its_chunks():
@@ -85,16 +85,48 @@ def test_compiled_estimate_across_its_chunks():
     alphabet = "aZ09 \t\n\r\x0b\x0c\x1c.-_(){}`" + "x" * 20 + "1" * 10 + " " * 20
     texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1000, 6000))) for _ in range(60)]
     for text in texts:
-        assert compiled.ascii_estimate(text) == len(_PIECES.findall(text)), repr(text)
+        assert compiled.estimate(text) == len(_PIECES.findall(text)), repr(text)
 
 
-def test_compiled_estimate_leaves_non_ascii_text_and_rejects_non_str():
+def _unicode_texts() -> list[str]:
+    """Text past ASCII in each width a str stores (1, 2 and 4 bytes a character): Unicode digits (which
+    join runs of ASCII digits), Unicode whitespace, letters the regex's [A-Za-z] does not take, and long
+    runs of each across the extension's chunks."""
+    specials = [
+        "\u00e9",  # e-acute: Latin-1, a piece of its own
+        "\u00a0\x85\u00b2\u00bd\u00ff",  # NBSP, NEL, superscript two, one half: not digits
+        "\u0663\u0967\uff19",  # Arabic-Indic three, Devanagari one, fullwidth nine: Unicode digits (Nd)
+        "\u2028\u3000\u2009",  # line separator, ideographic space, thin space
+        "\u212a\u0391\u4e2d",  # Kelvin sign, Greek Alpha, a CJK ideograph
+        "\U0001d7d8\U0001f600\U00010400",  # mathematical double-struck zero (Nd), an emoji, Deseret
+    ]
+    rng = random.Random(7)
+    alphabet = "aZ09 \t\n.-_" + "x" * 10 + "1" * 10 + " " * 10 + "".join(specials)
+    texts = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3000))) for _ in range(200)
+    ]
+    for special in "".join(specials):
+        texts += [special * 20, "12" + special * 9 + "34", "ab" + special + "cd", " " * 9 + special]
+        texts += ["x" * 1020 + special * 30 + "9" * 30]  # across the first chunk's edge
+    return texts
+
+
+def test_compiled_estimate_counts_unicode_text_as_the_regex():
     compiled = pytest.importorskip("data_pipeline._tokencount")
-    for text in ["é", "x\u00a0y", "٣", "abc" * 100 + "\u2028", "\x85"]:
-        assert compiled.ascii_estimate(text) == -1
+    for text in _unicode_texts():
+        assert compiled.estimate(text) == len(_PIECES.findall(text)), repr(text)
+    assert compiled.estimate("\u0663" * 9) == 2  # Nd digits run like 0-9: 8, then 1
+    # Every code point of the Basic Multilingual Plane, each in a run after an ASCII digit: pieces do
+    # not cross newlines, so the whole text's count is right only if each line's is.
+    every = "\n".join("7" + chr(code) * 9 for code in range(128, 0x10000))
+    assert compiled.estimate(every) == len(_PIECES.findall(every))
+
+
+def test_compiled_estimate_rejects_non_str():
+    compiled = pytest.importorskip("data_pipeline._tokencount")
     for value in [b"abc", None, 3, ["a"]]:
         with pytest.raises(TypeError):
-            compiled.ascii_estimate(value)
+            compiled.estimate(value)
 
 
 def test_extension_is_used_when_built():
