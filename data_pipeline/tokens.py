@@ -9,10 +9,10 @@ Counting is on the hot path of mining (every file shown, every prompt), so text 
 optional extension `data_pipeline._tokencount` (6-16x faster than numpy, whose fixed cost per call and
 several whole-array passes dominate for a file, and ~30x faster than the regular expression). Where it
 could not be built (no C compiler) ASCII text is counted with numpy (`_ascii_estimate`, also the tested
-reference) and other text with the regular expression, which stays the definition. Each distinct text is counted once (a file is shown by many
-PRs), and a rendered prompt is counted from the counts of the files it shows (`count_composed`): no
-estimate piece crosses a newline, so the count of a text cut at newline boundaries is the sum of the
-counts of its parts.
+reference) and other text with the regular expression, which stays the definition. Each distinct text
+is counted once (a file is shown by many PRs), and a rendered prompt is counted from the counts of the
+files it shows (`count_composed`): no estimate piece crosses a newline, so the count of a text cut at
+newline boundaries is the sum of the counts of its parts.
 """
 
 from __future__ import annotations

@@ -102,9 +102,7 @@ def _unicode_texts() -> list[str]:
     ]
     rng = random.Random(7)
     alphabet = "aZ09 \t\n.-_" + "x" * 10 + "1" * 10 + " " * 10 + "".join(specials)
-    texts = [
-        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3000))) for _ in range(200)
-    ]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3000))) for _ in range(200)]
     for special in "".join(specials):
         texts += [special * 20, "12" + special * 9 + "34", "ab" + special + "cd", " " * 9 + special]
         texts += ["x" * 1020 + special * 30 + "9" * 30]  # across the first chunk's edge
