@@ -27,6 +27,11 @@ from swerl.edit_format.parse import (
 )
 from swerl.fastdiff import grouped_opcodes
 
+try:
+    from swerl._textscan import contains_any as _compiled_contains_any
+except ImportError:  # built without a C compiler (or a C library without memmem): `in` gives the same
+    _compiled_contains_any = None
+
 DEFAULT_THOUGHT = "The issue is caused by the code changed below; these edits fix it."
 DEFAULT_LANGUAGE = "python"
 
@@ -227,13 +232,27 @@ def canonical_answer(
 
 # Texts that can change how a written answer parses: a tag (counted over the whole answer; "think>" and
 # "solution>" stand for the opening and the closing tag, one scan for both) and a block marker (where a
-# lazy group of the block regex may stop). A divider stops a search only as a whole line: `_has_line`.
+# lazy group of the block regex may stop). A divider stops a search only as a whole line: as the first
+# or last line of a text, or between two newlines (the last needle here).
 _SPECIAL = (*dict.fromkeys(tag.lstrip("</") for tag in TAGS), SEARCH_MARKER, REPLACE_MARKER)
+_NOT_PLAIN = (*_SPECIAL, f"\n{DIVIDER}\n")
 
 
-def _has_line(text: str, line: str) -> bool:
-    """Whether `line` is one of the lines of `text` (split on "\n")."""
-    return text == line or text.startswith(line + "\n") or text.endswith("\n" + line) or f"\n{line}\n" in text
+def _contains_any(text: str, needles: tuple[str, ...]) -> bool:
+    """`any(needle in text for needle in needles)`; in C for one-byte text (`swerl/_textscan.c`): these
+    searches run over two whole files per changed file of every mined row."""
+    if _compiled_contains_any is not None:
+        found = _compiled_contains_any(text, needles)
+        if found is not None:
+            return found
+    return any(needle in text for needle in needles)
+
+
+def _plain_text(text: str) -> bool:
+    """No tag or marker in `text`, and no divider line (split on "\n")."""
+    if text == DIVIDER or text.startswith(DIVIDER + "\n") or text.endswith("\n" + DIVIDER):
+        return False
+    return not _contains_any(text, _NOT_PLAIN)
 
 
 def _plain(path: str, before: str | None, after: str | None) -> bool:
@@ -241,10 +260,7 @@ def _plain(path: str, before: str | None, after: str | None) -> bool:
     in the path, no tag or marker in the path or either text, and no divider line in either text."""
     if after is None or (before is None and after == "") or "\n" in path:
         return False
-    texts = (before or "", after)
-    if any(special in text for text in (path, *texts) for special in _SPECIAL):
-        return False
-    return not any(_has_line(text, DIVIDER) for text in texts)
+    return not _contains_any(path, _SPECIAL) and _plain_text(before or "") and _plain_text(after)
 
 
 def answer_error(old: Mapping[str, str], new: Mapping[str, str]) -> str | None:
