@@ -222,10 +222,12 @@ def _source(args: argparse.Namespace):
 
 
 def _run_mine(args: argparse.Namespace) -> int:
+    from data_pipeline.allocator import keep_freed_memory
     from data_pipeline.gitstore import GitError
     from data_pipeline.model_rank import RankServerError
     from data_pipeline.runner import mine
 
+    keep_freed_memory()  # before the worker processes fork (see the module)
     try:
         summary = mine(
             args.out,
