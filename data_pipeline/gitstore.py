@@ -28,6 +28,8 @@ SUBMODULE_MODE = "160000"
 NULL_SHA = "0" * 40
 # An entry of a raw tree object: octal mode, space, name, NUL, 20-byte binary sha.
 _TREE_ENTRY = re.compile(rb"([^ ]*) ([^\0]*)\0(.{20})", re.DOTALL)
+# Previous entries looked at, from the next one on, for the bytes at the current position of a tree.
+_RESYNC = 4
 
 # Config that turns off every way a repository (or a user's config) could make git run a program or
 # rewrite what we read. System and global config are ignored entirely.
@@ -182,6 +184,8 @@ class ObjectReader(GitPipe):
         self.tree_cache_size = tree_cache_size
         self.blob_cache_bytes = blob_cache_bytes
         self._trees: OrderedDict[str, list[tuple[str, str, str]]] = OrderedDict()
+        # path -> (raw entries, entries) of the tree last parsed at that path (see `_parse_tree`).
+        self._last_at: dict[str, tuple[list[bytes], list[tuple[str, str, str]]]] = {}
         self._commit_trees: OrderedDict[str, str] = OrderedDict()
         self._blobs: OrderedDict[str, bytes] = OrderedDict()
         self._blob_bytes = 0
@@ -261,26 +265,54 @@ class ObjectReader(GitPipe):
     def blob(self, sha: str) -> bytes:
         return self.blobs([sha])[sha]
 
-    def _parse_tree(self, sha: str, data: bytes) -> list[tuple[str, str, str]]:
-        # One regular-expression scan in C finds every `mode SP name NUL sha` entry of the tree.
-        entries = []
-        end = 0
-        for match in _TREE_ENTRY.finditer(data):
-            if match.start() != end:
-                break
-            mode, name, raw = match.groups()
-            entries.append(
-                (mode.decode("ascii").rjust(6, "0"), name.decode("utf-8", "surrogateescape"), raw.hex())
+    def _parse_tree(self, sha: str, data: bytes, path: str) -> list[tuple[str, str, str]]:
+        """The entries (mode, name, sha) of tree object `data`, found at `path` of a commit.
+
+        A commit's tree at a path differs from the one read there before (usually its parent's) in an
+        entry or two, so each entry of the previous one whose bytes recur at the current position is
+        taken as parsed; only the others go through the regular expression (~0.1 against ~0.7 us an
+        entry). Every entry is still checked byte for byte, so what is returned never depends on what
+        was read before, and the entries must cover the object exactly."""
+        previous_raw, previous = self._last_at.get(path, ((), ()))
+        raws: list[bytes] = []
+        entries: list[tuple[str, str, str]] = []
+        pos, i, end, known = 0, 0, len(data), len(previous_raw)
+        while pos < end:
+            # The next previous entry, or one a few places on (entries removed since), when its bytes
+            # are here; otherwise the entry here is new or changed.
+            j, stop = i, min(i + _RESYNC, known)
+            while j < stop and not data.startswith(previous_raw[j], pos):
+                j += 1
+            if j < stop:
+                raws.append(previous_raw[j])
+                entries.append(previous[j])
+                pos += len(previous_raw[j])
+                i = j + 1
+                continue
+            match = _TREE_ENTRY.match(data, pos)
+            if match is None:
+                raise GitError(f"tree {sha} is malformed")
+            mode, name, raw_sha = match.groups()
+            entry = (
+                mode.decode("ascii").rjust(6, "0"),
+                name.decode("utf-8", "surrogateescape"),
+                raw_sha.hex(),
             )
-            end = match.end()
-        if end != len(data):
-            raise GitError(f"tree {sha} is malformed")
+            raws.append(match.group())
+            entries.append(entry)
+            pos = match.end()
+            if i < known and previous[i][1] == entry[1]:
+                i += 1  # the same name with another mode or object: that entry changed
+        self._last_at.pop(path, None)  # most recently read last: the oldest path is dropped first
+        self._last_at[path] = (raws, entries)
+        if len(self._last_at) > self.tree_cache_size:
+            self._last_at.pop(next(iter(self._last_at)))
         self._trees[sha] = entries
         if len(self._trees) > self.tree_cache_size:
             self._trees.popitem(last=False)
         return entries
 
-    def _tree(self, sha: str) -> list[tuple[str, str, str]]:
+    def _tree(self, sha: str, path: str) -> list[tuple[str, str, str]]:
         cached = self._trees.get(sha)
         if cached is not None:
             self._trees.move_to_end(sha)
@@ -288,7 +320,7 @@ class ObjectReader(GitPipe):
         kind, data = self.read(sha)
         if kind != "tree":
             raise GitError(f"{sha} is a {kind}, not a tree")
-        return self._parse_tree(sha, data)
+        return self._parse_tree(sha, data, path)
 
     def _remember_commit(self, commit: str, data: bytes) -> str:
         if not data.startswith(b"tree "):
@@ -325,20 +357,21 @@ class ObjectReader(GitPipe):
         tree, instead of one round trip per tree per commit. Missing objects are left for the caller's
         own read to report."""
         wanted = [c for c in dict.fromkeys(commits) if c not in self._commit_trees]
-        frontier: list[str] = []
+        frontier: dict[str, str] = {}  # tree sha -> its path (the first met, for `_parse_tree`)
         for commit, answer in zip(wanted, self._request(wanted), strict=True):
             if answer is not None and answer[0] == "commit" and answer[1].startswith(b"tree "):
-                frontier.append(self._remember_commit(commit, answer[1]))
+                frontier.setdefault(self._remember_commit(commit, answer[1]), "")
         seen: set[str] = set()
         while frontier:
-            batch = [t for t in dict.fromkeys(frontier) if t not in self._trees and t not in seen]
+            batch = [t for t in frontier if t not in self._trees and t not in seen]
             seen.update(batch)
-            frontier = []
+            paths, frontier = frontier, {}
             for sha, answer in zip(batch, self._request(batch), strict=True):
                 if answer is None or answer[0] != "tree":
                     continue
-                entries = self._parse_tree(sha, answer[1])
-                frontier += [child for mode, _, child in entries if mode == "040000"]
+                for mode, name, child in self._parse_tree(sha, answer[1], paths[sha]):
+                    if mode == "040000":
+                        frontier.setdefault(child, f"{paths[sha]}{name}/")
             # A tree already cached is not descended into: its subtrees were read with it, and
             # `matching_files` reads on demand any that the cache has dropped since.
 
@@ -363,7 +396,7 @@ class ObjectReader(GitPipe):
             return cached
         found: list[tuple[str, str]] = []
         subtrees = []
-        for mode, name, sha in self._tree(tree):
+        for mode, name, sha in self._tree(tree, prefix):
             if mode == "040000":
                 subtrees.append((sha, f"{prefix}{name}/"))
             elif mode in REGULAR_MODES and keep(prefix + name):

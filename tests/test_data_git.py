@@ -13,7 +13,7 @@ from data_pipeline import commits as commits_module
 from data_pipeline.commits import FileChange, PatchReader, _parse_commit
 from data_pipeline.edges import EDGES
 from data_pipeline.extract import _rebuild
-from data_pipeline.gitstore import ObjectReader, blob_id, git_argv, safe_env
+from data_pipeline.gitstore import GitError, ObjectReader, blob_id, git_argv, safe_env
 from data_pipeline.synthetic import HistoryBuilder, edge_case_history, random_fix
 from swerl.edit_format import parse_patch
 
@@ -171,3 +171,77 @@ def test_matching_files_are_gits_files_of_the_kind_for_every_commit(tmp_path):
                 for folder in {path.rpartition("/")[0] for path, _ in found}:
                     own = [path for path, _ in found if path.rpartition("/")[0] == folder]
                     assert own == sorted(own)
+
+
+def _tree_states() -> list[dict[str, tuple[str, bytes]]]:
+    """Contents of directory `d/` commit after commit: (mode, content) per name, changed in every way a
+    tree entry can change (content, mode, added anywhere, removed alone and in runs longer than the
+    parser's look-ahead, a file that becomes a directory of the same name, a symlink)."""
+    base = {f"m{i:02d}.py": ("100644", f"x = {i}\n".encode()) for i in range(12)}
+    states = [dict(base)]
+
+    def step(change):
+        state = dict(states[-1])
+        change(state)
+        states.append(state)
+
+    step(lambda s: s.update({"m05.py": ("100644", b"x = 'changed'\n")}))
+    step(lambda s: s.update({"m05.py": ("100755", b"x = 'changed'\n")}))
+    step(lambda s: s.update({"a.py": ("100644", b"first\n"), "z.py": ("100644", b"last\n")}))
+    step(lambda s: s.update({"m06b.py": ("100644", b"between\n")}))
+    step(lambda s: s.pop("m03.py"))
+    step(lambda s: [s.pop(f"m{i:02d}.py") for i in range(6, 12)])  # six in a row
+    step(lambda s: s.update({"m04.py": ("100644", b"again\n"), "m00.py": ("100644", b"and again\n")}))
+    step(lambda s: s.update({"link": ("120000", b"m00.py")}))
+    step(lambda s: (s.pop("a.py"), s.update({"a.py/inner.py": ("100644", b"now a directory\n")})))
+    step(lambda s: s.clear() or s.update(base))
+    return states
+
+
+def test_tree_entries_read_after_each_other_are_gits(tmp_path):
+    """Each tree read reuses the entries of the last tree read at its path where the bytes agree: in
+    any order of reading, every tree must still be exactly what `git ls-tree` lists."""
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=safe_env())
+    roots = []
+    for state in _tree_states():
+        _git(repo / ".git", "rm", "-rq", "--ignore-unmatch", "--cached", "d")
+        index = []
+        for name, (mode, content) in state.items():
+            sha = _git(repo / ".git", "hash-object", "-w", "--stdin", stdin=content).decode().strip()
+            index.append(f"{mode} {sha}\td/{name}\n")
+        _git(repo / ".git", "update-index", "--add", "--index-info", stdin="".join(index).encode())
+        roots.append(_git(repo / ".git", "write-tree").decode().strip())
+    git_dir = repo / ".git"
+    orders = [roots, roots[::-1], [roots[i] for i in (3, 9, 0, 10, 5, 1, 8, 2, 7, 4, 6)]]
+    for order in orders:
+        with ObjectReader(git_dir) as reader:
+            for root in order:
+                for path, spec in [("", root), ("d/", f"{root}:d")]:
+                    tree = _git(git_dir, "rev-parse", spec).decode().strip()
+                    listed = [
+                        line.split(b"\t", 1)
+                        for line in _git(git_dir, "ls-tree", "-z", tree).split(b"\0")
+                        if line
+                    ]
+                    expected = [
+                        (head.split()[0].decode(), name.decode(), head.split()[2].decode())
+                        for head, name in listed
+                    ]
+                    assert reader._tree(tree, path) == expected
+                    reader._trees.clear()  # read again next time: the reuse is what is tested
+
+
+def test_a_malformed_tree_is_refused_even_after_a_good_one(tmp_path):
+    history = HistoryBuilder(seed=2, files=5)
+    random_fix(history)
+    history.write(tmp_path / "r")
+    git_dir = tmp_path / "r" / ".git"
+    tree = _git(git_dir, "rev-parse", "HEAD^{tree}").decode().strip()
+    with ObjectReader(git_dir) as reader:
+        data = reader.read(tree)[1]
+        good = reader._parse_tree(tree, data, "")
+        assert len(good) > 3
+        for broken in [data[:-1], data[:-25], data + b"1"]:  # a cut entry, trailing bytes
+            with pytest.raises(GitError):
+                reader._parse_tree(tree, broken, "")
