@@ -164,8 +164,10 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
     out.oracle_patch = b"".join(sections).decode("utf-8")
     out.excluded_files = sorted(excluded)
     try:
-        if len(sections) == len(kept) and rebuilt_all is not None:
-            rebuilt = rebuilt_all  # the same patch applied to the same base contents above
+        if rebuilt_all is not None:
+            # The same patch applied to the same base contents above; each file's sections apply to
+            # that file alone, so without the generated files left out it is the oracle's result.
+            rebuilt = {path: rebuilt_all.get(path) for path in out.new}
         elif len(sections) == len(kept):  # the oracle is the text parsed above: no reparse
             rebuilt = apply_parsed_patch(out.base, parsed)
         else:

@@ -109,6 +109,9 @@ def test_contents_are_byte_exact_and_match_the_plan(mined):
                 assert context[path] == pr.before[path]
     crlf = next(r for r in rows.values() if r["modified_files"] == ["pkg/win.py"])
     assert "\r\n" in crlf["oracle_new_content"][0]["content"]
+    # A generated file changed beside a real fix is left out of the oracle and its patch, not the row.
+    regenerated = next(r for r in rows.values() if "pkg/tables.py" in r["excluded_files"])
+    assert len(regenerated["modified_files"]) == 1 and "pkg/tables.py" not in regenerated["oracle_patch"]
 
 
 def test_test_files_are_split_out(mined):
