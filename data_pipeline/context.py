@@ -55,8 +55,9 @@ class ContextResult:
     prompt_tokens: int = 0
 
 
-# What the version store holds of a path: (blob sha, line counts, facts) of its last version indexed.
-Version = tuple[str, Counter[str], BlobFacts]
+# What the version store holds of a path: (blob sha, line counts, number of lines, facts) of its last
+# version indexed.
+Version = tuple[str, Counter[str], int, BlobFacts]
 
 
 class VersionStore:
@@ -68,22 +69,31 @@ class VersionStore:
 
     def __init__(self, limit_bytes: int) -> None:
         self.limit = limit_bytes
-        self._items: OrderedDict[tuple[str, str], tuple[str, Counter[str], BlobFacts, int]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], tuple[Version, int]] = OrderedDict()
         self._bytes = 0
 
     def get(self, key: tuple[str, str]) -> Version | None:
-        """(blob sha, line counts, facts) of the version last stored under `key`."""
+        """The version last stored under `key`."""
         found = self._items.get(key)
         if found is None:
             return None
         self._items.move_to_end(key)
-        return found[0], found[1], found[2]
+        return found[0]
 
-    def put(self, key: tuple[str, str], sha: str, lines: Counter[str], facts: BlobFacts, size: int) -> None:
+    def take(self, key: tuple[str, str]) -> Version | None:
+        """The version last stored under `key`, out of the store: the caller may then move its line
+        counts in place to the next version (and put that), instead of copying them."""
+        found = self._items.pop(key, None)
+        if found is None:
+            return None
+        self._bytes -= found[1]
+        return found[0]
+
+    def put(self, key: tuple[str, str], version: Version, size: int) -> None:
         previous = self._items.pop(key, None)
         if previous is not None:
-            self._bytes -= previous[3]
-        self._items[key] = (sha, lines, facts, size)
+            self._bytes -= previous[1]
+        self._items[key] = (version, size)
         self._bytes += size
         while self._bytes > self.limit and self._items:
             _, (*_, dropped) = self._items.popitem(last=False)
@@ -272,7 +282,7 @@ class ContextBuilder:
                 continue
             known = self._versions.get((self._scope, path)) if self.count is estimate_tokens else None
             if known is not None and known[0] == sha:
-                self._remember(path, sha, known[2])
+                self._remember(path, sha, known[3])
             else:
                 todo.append((path, sha))
         if not todo:
@@ -313,29 +323,39 @@ class ContextBuilder:
             return None
         if self.count is not estimate_tokens:
             return self._scan_facts(path, text, self.count(text))
-        known = self._versions.get((self._scope, path))  # the last version indexed, if any
-        lines, changes = self._count_lines(path, sha, text, known)
-        facts = self._derive_facts(path, text, lines, known, changes)
+        # The last version indexed, if any, taken out of the store: its line counts may become this
+        # version's (`_count_lines`), and this version is put in its place.
+        known = self._versions.take((self._scope, path))
+        lines, total, changes, known = self._count_lines(path, sha, text, known)
+        facts = self._derive_facts(path, text, lines, total, known, changes)
         if facts is None:
             facts = self._scan_facts(path, text, estimate_tokens(text))
-        self._versions.put((self._scope, path), sha, lines, facts, len(text))
+        self._versions.put((self._scope, path), (sha, lines, total, facts), len(text))
         return facts
 
     def _count_lines(
         self, path: str, sha: str, text: str, known: Version | None
-    ) -> tuple[Counter[str], Delta | None]:
-        """`Counter(text.split("\n"))` of version `sha` of `path`, and the lines removed and added since
-        `known`, the last version indexed, when extraction recorded them (`edges.py`): then the counts
-        come from that version's and the changed lines only, not from splitting the text."""
+    ) -> tuple[Counter[str], int, Delta | None, Version | None]:
+        """`Counter(text.split("\n"))` of version `sha` of `path` and its total; the lines removed and
+        added since `known`, the last version indexed, when extraction recorded them (`edges.py`); and
+        the version the facts may be derived from (`known`, or None).
+
+        With the records, the counts are `known`'s, moved in place by the changed lines only, not taken
+        from the text. When the records turn out not to fit (they always should), the counts come from
+        the text, and `known`'s, moved part of the way, are good for nothing: None is returned for it."""
         if known is not None:
             deltas = self._edges.chain(self._repo, path, known[0], sha)
             if deltas:
-                lines = known[1].copy()
-                # The piece total is a cheap check that the records fit this text (they always should).
-                if apply_deltas(lines, deltas) and lines.total() == text.count("\n") + 1:
-                    removed = [line for gone, _ in deltas for line in gone]
-                    return lines, (removed, [line for _, new in deltas for line in new])
-        return Counter(text.split("\n")), None
+                removed = [line for gone, _ in deltas for line in gone]
+                added = [line for _, new in deltas for line in new]
+                total = known[2] - len(removed) + len(added)
+                # The line total is a cheap check that the records fit this text.
+                if total == text.count("\n") + 1:
+                    if apply_deltas(known[1], deltas):
+                        return known[1], total, (removed, added), known
+                    known = None
+        lines = Counter(text.split("\n"))
+        return lines, lines.total(), None, known
 
     @staticmethod
     def _scan_facts(path: str, text: str, tokens: int) -> BlobFacts:
@@ -344,7 +364,13 @@ class ContextBuilder:
         return BlobFacts(counts, length, imports, tokens + _FILE_OVERHEAD)
 
     def _derive_facts(
-        self, path: str, text: str, lines: Counter[str], known: Version | None, changes: Delta | None
+        self,
+        path: str,
+        text: str,
+        lines: Counter[str],
+        total: int,
+        known: Version | None,
+        changes: Delta | None,
     ) -> BlobFacts | None:
         """The facts of a new version of `path` from those of `known`, the last version indexed, and the
         lines that differ between the two (`changes`, when known: removed and added lines, a line may be
@@ -357,7 +383,7 @@ class ContextBuilder:
         """
         if known is None:
             return None
-        _, old_lines, old = known
+        _, old_lines, old_total, old = known
         if changes is not None:
             removed, added = changes
             if 2 * (len(removed) + len(added)) > len(lines):
@@ -386,9 +412,9 @@ class ContextBuilder:
         if path.endswith(".py") and ("import" in gone or "import" in new):
             imports = _imports(path, text)
         # Estimate of a join = sum of the parts' estimates + (parts - 1) newlines.
-        body = old.tokens - _FILE_OVERHEAD - (old_lines.total() - 1)
+        body = old.tokens - _FILE_OVERHEAD - (old_total - 1)
         body += estimate_uncached(new) - max(n_added - 1, 0) - estimate_uncached(gone) + max(n_removed - 1, 0)
-        return BlobFacts(counts, length, imports, body + (lines.total() - 1) + _FILE_OVERHEAD)
+        return BlobFacts(counts, length, imports, body + (total - 1) + _FILE_OVERHEAD)
 
     def _ranked_extras(
         self,

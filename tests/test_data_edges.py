@@ -109,8 +109,10 @@ def test_context_facts_follow_recorded_changes_and_equal_a_full_scan():
             continue
         known = store.get((builder._scope, path))
         followed += bool(known and edges.chain(repo, path, known[0], f"s{step}"))
-        counted, _ = builder._count_lines(path, f"s{step}", new, known)
-        assert counted == Counter(new.split("\n"))
+        # `_count_lines` moves the counts it is given in place: give it a copy of the stored version's.
+        probe = (known[0], known[1].copy(), *known[2:]) if known else None
+        counted, total, *_ = builder._count_lines(path, f"s{step}", new, probe)
+        assert counted == Counter(new.split("\n")) and total == new.count("\n") + 1
         assert builder._compute_facts(path, f"s{step}", new.encode()) == _scan(path, new)
         lines, text = new_lines, new
     assert followed >= 10
@@ -118,3 +120,29 @@ def test_context_facts_follow_recorded_changes_and_equal_a_full_scan():
     edges.record(repo, path, f"s{step}", "bad", (["nothing like this"], ["x"]))
     other = text.replace("return x + 1\n", "return x - 1\n")
     assert builder._compute_facts(path, "bad", other.encode()) == _scan(path, other)
+
+
+def test_counts_moved_part_of_the_way_are_not_derived_from():
+    """Two records of which only the first fits: the stored version's counts, moved in place by the
+    first, must be dropped, and every later version still equals a full scan."""
+    path, repo = "pkg/mod.py", str(_Reader.git_dir)
+    edges = LineEdges(1 << 20)
+    builder = ContextBuilder(
+        _Reader(),  # type: ignore[arg-type]
+        ContextConfig(),
+        FilterConfig(),
+        estimate_tokens,
+        versions=VersionStore(1 << 30),
+        edges=edges,
+    )
+    v0 = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(20))
+    v1 = v0.replace("return x + 3\n", "return helper_three(x)\n")
+    v2 = v1.replace("return x + 5\n", "return other_five(x)\n")  # as many lines as the bad record claims
+    v3 = v2.replace("return x + 7\n", "return seven\n")
+    assert builder._compute_facts(path, "v0", v0.encode()) == _scan(path, v0)
+    edges.record(repo, path, "v0", "v1", _delta(v0, v1))
+    edges.record(repo, path, "v1", "v2", (["no such line"], ["another"]))  # one out, one in: totals fit
+    edges.record(repo, path, "v2", "v3", _delta(v2, v3))
+    assert builder._compute_facts(path, "v2", v2.encode()) == _scan(path, v2)
+    assert builder._compute_facts(path, "v3", v3.encode()) == _scan(path, v3)
+    assert builder._versions.get((builder._scope, path))[1] == Counter(v3.split("\n"))
