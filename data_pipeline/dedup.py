@@ -8,8 +8,8 @@ order is kept, so the result does not depend on how shards were scheduled. Tiny 
 two) are compared within their repository only: across repositories the same one-line change is
 usually a coincidence, not a copy.
 
-Memory: per kept row, one exact key, plus a 64-value signature and `BANDS` band keys when the patch is
-long enough for near-duplicate search: about 3 KB. Given a spill directory, the index keeps at most
+Memory: per kept row, one exact key, plus a 64-value signature (as hex) and `BANDS` band keys when the
+patch is long enough for near-duplicate search: about 2 KB. Given a spill directory, the index keeps at most
 `limit` rows in memory and the rest in sqlite files there (`spill.SpillMap`), so a run of any length
 fits in a fixed amount of memory.
 """
@@ -17,7 +17,6 @@ fits in a fixed amount of memory.
 from __future__ import annotations
 
 import hashlib
-import operator
 import re
 import struct
 from dataclasses import dataclass
@@ -34,7 +33,6 @@ ROWS_PER_BAND = NUM_PERM // BANDS
 MIN_LINES_FOR_NEAR = 5
 MIN_LINES_GLOBAL = 3
 _PRIME = (1 << 61) - 1
-_MASK = (1 << 64) - 1
 _PARAMS = [
     (
         int.from_bytes(hashlib.sha256(f"a{i}".encode()).digest()[:8], "big") % (_PRIME - 1) + 1,
@@ -74,9 +72,14 @@ def _mod_prime(x: np.ndarray) -> np.ndarray:
 
 
 def minhash(lines: set[str]) -> list[int]:
-    """`[min((a * h + b) % _PRIME for h in hashes) for a, b in _PARAMS]`, computed exactly in 64-bit
-    integers for all permutations and lines at once: with the Mersenne prime p = 2^61 - 1, 2^61 = 1 and
-    2^64 = 8 (mod p), so a 122-bit product splits into 32-bit halves whose pieces all fit in 64 bits."""
+    """`[min((a * h + b) % _PRIME for h in hashes) for a, b in _PARAMS]`."""
+    return _minhash(lines).tolist()
+
+
+def _minhash(lines: set[str]) -> np.ndarray:
+    """`minhash` as an array, computed exactly in 64-bit integers for all permutations and lines at once:
+    with the Mersenne prime p = 2^61 - 1, 2^61 = 1 and 2^64 = 8 (mod p), so a 122-bit product splits into
+    32-bit halves whose pieces all fit in 64 bits."""
     hashes = np.array([_hash64(line) for line in lines], dtype=np.uint64)[None, :]
     x = _mod_prime(hashes)  # a * h = a * (h mod p) (mod p)
     x0, x1 = x & np.uint64(0xFFFFFFFF), x >> np.uint64(32)
@@ -85,7 +88,7 @@ def minhash(lines: set[str]) -> list[int]:
     mid = (mid >> np.uint64(29)) + ((mid & np.uint64((1 << 29) - 1)) << np.uint64(32))
     low = _mod_prime(_A0 * x0)  # < 2^64 before the fold
     total = _mod_prime(high + mid + low + _B)  # < 2^63 + 2^61
-    return total.min(axis=1).tolist()
+    return total.min(axis=1)
 
 
 def _concat(old: list[str], new: list[str]) -> list[str]:
@@ -119,16 +122,17 @@ class Deduplicator:
             return "same changed lines as an earlier row"
         signature = found.signature
         if signature is not None:
-            compared: set[str] = set()  # a row met again in a later band compares the same way again
-            for key in found.keys:
-                for other_exact in self._bands.get(key) or []:
-                    if other_exact in compared:
-                        continue
-                    compared.add(other_exact)
-                    other = self._signatures.get(other_exact)
-                    same = sum(map(operator.eq, signature, other)) / NUM_PERM
-                    if same >= self.threshold:
-                        return f"near duplicate (~{same:.2f} Jaccard) of an earlier row"
+            # The earlier rows that share a band with this one, each once, in the order the bands meet
+            # them; all compared in one array operation, and the first similar enough one is reported.
+            others = dict.fromkeys(other for key in found.keys for other in self._bands.get(key) or ())
+            if others:
+                table = _signatures("".join(self._signatures.get(other) for other in others))
+                same = np.count_nonzero(table == _signatures(signature), axis=1)
+                similar = np.flatnonzero(same / NUM_PERM >= self.threshold)
+                if similar.size:
+                    return (
+                        f"near duplicate (~{int(same[similar[0]]) / NUM_PERM:.2f} Jaccard) of an earlier row"
+                    )
         self._exact.put(found.exact, 1)
         if signature is not None:
             self._signatures.put(found.exact, signature)
@@ -137,13 +141,19 @@ class Deduplicator:
         return None
 
 
+def _signatures(hexes: str) -> np.ndarray:
+    """Signatures written by `fingerprint` (hex, one after the other) as rows of an array."""
+    return np.frombuffer(bytes.fromhex(hexes), dtype="<u8").reshape(-1, NUM_PERM)
+
+
 @dataclass(frozen=True)
 class Fingerprint:
-    """What `Deduplicator` compares of a row: the exact key, and the MinHash signature with its LSH band
-    keys when the patch is long enough for near-duplicate search."""
+    """What `Deduplicator` compares of a row: the exact key, and the MinHash signature (its 64 values as
+    little-endian 64-bit integers, in hex: compact, and JSON for a spilled index) with its LSH band keys
+    when the patch is long enough for near-duplicate search."""
 
     exact: str
-    signature: list[int] | None
+    signature: str | None
     keys: tuple[str, ...]
 
 
@@ -156,10 +166,10 @@ def fingerprint(repo: str, patch: str, threshold: float) -> Fingerprint:
     unique = set(lines)
     if len(unique) < MIN_LINES_FOR_NEAR or threshold >= 1:
         return Fingerprint(exact, None, ())
-    signature = minhash(unique)
-    keys = []
-    for band in range(BANDS):
-        chunk = signature[band * ROWS_PER_BAND : (band + 1) * ROWS_PER_BAND]
-        packed = struct.pack(f"<{ROWS_PER_BAND}Q", *(v & _MASK for v in chunk))
-        keys.append(f"{band}:{hashlib.blake2b(packed, digest_size=8).hexdigest()}")
-    return Fingerprint(exact, signature, tuple(keys))
+    packed = _minhash(unique).astype("<u8").tobytes()
+    band = ROWS_PER_BAND * 8
+    keys = tuple(
+        f"{i}:{hashlib.blake2b(packed[i * band : (i + 1) * band], digest_size=8).hexdigest()}"
+        for i in range(BANDS)
+    )
+    return Fingerprint(exact, packed.hex(), keys)

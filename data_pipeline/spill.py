@@ -56,6 +56,8 @@ class SpillMap:
 
     def get(self, key: str) -> Any:
         """The merged value of `key` (disk, then memory), or None."""
+        if self._db is None:  # nothing spilled yet (small runs: always)
+            return self._mem.get(key)
         mem = self._mem.get(key)
         disk = self._disk_get(key)
         if disk is None:
