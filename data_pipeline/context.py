@@ -55,9 +55,9 @@ class ContextResult:
     prompt_tokens: int = 0
 
 
-# What the version store holds of a path: (blob sha, line counts, number of lines, facts) of its last
-# version indexed.
-Version = tuple[str, Counter[str], int, BlobFacts]
+# What the version store holds of a path: (blob sha, line counts, number of lines, length in characters,
+# facts) of its last version indexed.
+Version = tuple[str, Counter[str], int, int, BlobFacts]
 
 
 class VersionStore:
@@ -69,35 +69,33 @@ class VersionStore:
 
     def __init__(self, limit_bytes: int) -> None:
         self.limit = limit_bytes
-        self._items: OrderedDict[tuple[str, str], tuple[Version, int]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], Version] = OrderedDict()
         self._bytes = 0
 
     def get(self, key: tuple[str, str]) -> Version | None:
         """The version last stored under `key`."""
         found = self._items.get(key)
-        if found is None:
-            return None
-        self._items.move_to_end(key)
-        return found[0]
+        if found is not None:
+            self._items.move_to_end(key)
+        return found
 
     def take(self, key: tuple[str, str]) -> Version | None:
         """The version last stored under `key`, out of the store: the caller may then move its line
         counts in place to the next version (and put that), instead of copying them."""
         found = self._items.pop(key, None)
-        if found is None:
-            return None
-        self._bytes -= found[1]
-        return found[0]
+        if found is not None:
+            self._bytes -= found[3]
+        return found
 
-    def put(self, key: tuple[str, str], version: Version, size: int) -> None:
+    def put(self, key: tuple[str, str], version: Version) -> None:
         previous = self._items.pop(key, None)
         if previous is not None:
-            self._bytes -= previous[1]
-        self._items[key] = (version, size)
-        self._bytes += size
+            self._bytes -= previous[3]
+        self._items[key] = version
+        self._bytes += version[3]
         while self._bytes > self.limit and self._items:
-            _, (*_, dropped) = self._items.popitem(last=False)
-            self._bytes -= dropped
+            _, dropped = self._items.popitem(last=False)
+            self._bytes -= dropped[3]
 
 
 # Per process; ~3x the bytes of the text it holds (line counts plus term counts).
@@ -282,7 +280,7 @@ class ContextBuilder:
                 continue
             known = self._versions.get((self._scope, path)) if self.count is estimate_tokens else None
             if known is not None and known[0] == sha:
-                self._remember(path, sha, known[3])
+                self._remember(path, sha, known[4])
             else:
                 todo.append((path, sha))
         if not todo:
@@ -330,7 +328,7 @@ class ContextBuilder:
         facts = self._derive_facts(path, text, lines, total, known, changes)
         if facts is None:
             facts = self._scan_facts(path, text, estimate_tokens(text))
-        self._versions.put((self._scope, path), (sha, lines, total, facts), len(text))
+        self._versions.put((self._scope, path), (sha, lines, total, len(text), facts))
         return facts
 
     def _count_lines(
@@ -349,8 +347,11 @@ class ContextBuilder:
                 removed = [line for gone, _ in deltas for line in gone]
                 added = [line for _, new in deltas for line in new]
                 total = known[2] - len(removed) + len(added)
-                # The line total is a cheap check that the records fit this text.
-                if total == text.count("\n") + 1:
+                # A cheap check that the records fit this text: its length is the stored version's, less
+                # each removed line and its newline, plus each added one and its newline (O(changes),
+                # where counting the text's newlines took more than the rest of its facts).
+                length = known[3] + sum(map(len, added)) - sum(map(len, removed)) + len(added) - len(removed)
+                if length == len(text):
                     if apply_deltas(known[1], deltas):
                         return known[1], total, (removed, added), known
                     known = None
@@ -383,7 +384,7 @@ class ContextBuilder:
         """
         if known is None:
             return None
-        _, old_lines, old_total, old = known
+        _, old_lines, old_total, _, old = known
         if changes is not None:
             removed, added = changes
             if 2 * (len(removed) + len(added)) > len(lines):

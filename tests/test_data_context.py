@@ -83,7 +83,7 @@ def test_a_rewritten_file_is_scanned_and_the_store_is_bounded():
         assert builder._compute_facts(f"f{i}.py", "sha", text.encode()) == _scan(f"f{i}.py", text)
     other = "totally = different\n"
     assert builder._compute_facts("f4.py", "sha", other.encode()) == _scan("f4.py", other)
-    assert sum(size for *_, size in store._items.values()) <= 100
+    assert sum(length for _, _, _, length, _ in store._items.values()) <= 100
     assert [path for _, path in store._items][-1] == "f4.py"  # the most recent versions are kept
 
 

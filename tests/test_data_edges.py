@@ -141,7 +141,8 @@ def test_counts_moved_part_of_the_way_are_not_derived_from():
     v3 = v2.replace("return x + 7\n", "return seven\n")
     assert builder._compute_facts(path, "v0", v0.encode()) == _scan(path, v0)
     edges.record(repo, path, "v0", "v1", _delta(v0, v1))
-    edges.record(repo, path, "v1", "v2", (["no such line"], ["another"]))  # one out, one in: totals fit
+    # One line out, one in, 8 characters longer: the length check passes, the removal cannot.
+    edges.record(repo, path, "v1", "v2", (["no such line"], ["x" * 20]))
     edges.record(repo, path, "v2", "v3", _delta(v2, v3))
     assert builder._compute_facts(path, "v2", v2.encode()) == _scan(path, v2)
     assert builder._compute_facts(path, "v3", v3.encode()) == _scan(path, v3)
