@@ -45,7 +45,7 @@ from data_pipeline.schema import (
     Candidate,
     drop,
 )
-from data_pipeline.shards import read_drops, read_rows, write_drops, write_table
+from data_pipeline.shards import read_rows, write_drops, write_table
 from data_pipeline.tokens import token_counter
 
 # The stage each drop reason is recorded under, when it is not the stage that raised it.
@@ -69,11 +69,12 @@ class BuildTask:
 @dataclass(frozen=True)
 class RenderTask:
     """The shard's candidates (to extract them again when the prepared rows are not in this process),
-    the build shard whose rows to render, the ids dedup dropped, where the final rows and drops go."""
+    the build shard whose rows to render, the instance ids dedup dropped from it, where the final rows
+    and drops go."""
 
     candidates: Path
     prepared: Path
-    dropped: Path
+    dropped: frozenset[str]
     rows: Path
     drops: Path
     git_dirs: dict[str, str]
@@ -205,8 +206,7 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
     prepared = _PREPARED.pop(str(task.prepared), None)
     if prepared is None:
         prepared, _ = _extract_shard(task.candidates, task.git_dirs, config)
-    dropped = {d["instance_id"] for d in read_drops(task.dropped, columns=["instance_id"])}
-    kept = [(c, r) for c, r in prepared if c.instance_id not in dropped]
+    kept = [(c, r) for c, r in prepared if c.instance_id not in task.dropped]
     outcome: list[dict[str, Any] | None] = [None] * len(kept)
     drops: list[tuple[int, dict[str, str]]] = []
     by_repo: dict[str, list[int]] = {}

@@ -314,17 +314,15 @@ class _Pipeline:
 
     def _dedup(self, index: int, found: list[tuple[str, str, Fingerprint]]) -> None:
         """Near-duplicate removal over one shard's prepared rows, then its render. A shard whose dedup is
-        recorded is replayed (the same checks in the same order) to rebuild the index."""
+        recorded is replayed (the same checks in the same order, so the same drops) to rebuild the
+        index. The render is given the dropped ids (not their file to read back)."""
         self._stage("dedup")
-        if self.manifest.shard_done("dedup", index):
-            for _, _, fingerprint in found:
-                self.deduper.check_fingerprint(fingerprint)
-        else:
-            drops = []
-            for instance, repo, fingerprint in found:
-                why = self.deduper.check_fingerprint(fingerprint)
-                if why is not None:
-                    drops.append(drop(instance, repo, "dedup", "near_duplicate", why))
+        drops = []
+        for instance, repo, fingerprint in found:
+            why = self.deduper.check_fingerprint(fingerprint)
+            if why is not None:
+                drops.append(drop(instance, repo, "dedup", "near_duplicate", why))
+        if not self.manifest.shard_done("dedup", index):
             write_drops(self.manifest.out / "dedup" / _drops_name(index), drops)
             self.manifest.record_shard(
                 "dedup",
@@ -340,7 +338,7 @@ class _Pipeline:
                 RenderTask(
                     candidates=self.manifest.out / "collect" / name,
                     prepared=self.manifest.out / "build" / name,
-                    dropped=self.manifest.out / "dedup" / _drops_name(index),
+                    dropped=frozenset(d["instance_id"] for d in drops),
                     rows=self.manifest.out / "data" / name,
                     drops=self.manifest.out / "render" / _drops_name(index),
                     git_dirs=self._git_dirs(index),
