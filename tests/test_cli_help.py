@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import gc
+import subprocess
+import sys
 
 import pytest
 
@@ -40,3 +43,21 @@ def test_help_exits_cleanly_with_a_description(command, capsys):
     description = PARSERS[command].description or ""
     assert len(description) > 30, f"'swerl {' '.join(command)} --help' does not say what it does"
     assert " ".join(description.split()[:4]) in " ".join(text.split())
+
+
+def test_the_installed_command_returns_mains_status_and_freezes_for_the_exit(monkeypatch, tmp_path):
+    """`swerl` (the console script) and `python -m swerl.cli.data` run `main`, then freeze what the
+    process holds so that the interpreter's exit does not walk it (`swerl.cli.exiting`)."""
+    from swerl.cli import main as main_module
+
+    monkeypatch.setattr(main_module, "main", lambda: 3)
+    try:
+        assert main_module.entry() == 3
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    missing = tmp_path / "no-such-run"
+    done = subprocess.run(
+        [sys.executable, "-m", "swerl.cli.data", "stats", str(missing)], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "swerl: error:" in done.stderr

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from data_pipeline.config import MineConfig
+from swerl.cli import exiting
 from swerl.edit_format.prompts import PROMPT_STYLES
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "swerl" / "clones"
@@ -269,4 +270,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exiting(main()))

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from swerl import __version__
-from swerl.cli import agentless, data, eval, plot, quickstart, reward, sandbox, train
+from swerl.cli import agentless, data, eval, exiting, plot, quickstart, reward, sandbox, train
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,5 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def entry() -> int:
+    """The installed `swerl` command: `main`, for a process that exits right after."""
+    return exiting(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
