@@ -7,14 +7,14 @@ submitted one at a time as the driver produces them (a shard is prepared while l
 being collected, and rendered as soon as dedup has passed over it), and the driver collects the results
 in shard order, so the manifest lists shards in order and a resumed run sees the same manifest.
 
-- `local` (default): inline for one worker, else `workers` processes, each running the shards of every
-  `workers`-th block of `BLOCK` consecutive shards (prepare and render of a shard on the same process).
-  A process keeps its git readers and caches across the shards it runs, and consecutive shards share
-  most of what they read (the base of a PR's file is usually the merged file of a PR just before it),
-  so a process that runs a run of consecutive shards reads from git and indexes about a `BLOCK`th of
-  what one running every other shard does. Blocks are handed out in turn, so the processes stay about
-  equally loaded. Because a shard's render runs where its prepare ran, it finds the extracted rows in
-  that process's memory (`build._PREPARED`) instead of extracting them again.
+- `local` (default): inline for one worker, else `workers` processes; the run says which process
+  prepares each shard (`schedule.ShardPlan`: long stretches of consecutive shards per process, the
+  processes equally loaded) and renders it on the same one. A process keeps its git readers and caches
+  across the shards it runs, and consecutive shards share most of what they read (the base of a PR's
+  file is usually the merged file of a PR just before it), so a process that runs a stretch of
+  consecutive shards reads from git and indexes a fraction of what one running every other shard
+  does. Because a shard's render runs where its prepare ran, it finds the extracted rows in that
+  process's memory (`build._PREPARED`) instead of extracting them again.
 - `ray` (optional extra, `pip install swerl[ray]`): one Ray task per shard. `ray.init()` joins the
   cluster named by `RAY_ADDRESS` when set, else starts a local instance with `workers` CPUs. On a
   cluster, the clone cache and the output directory must be on storage every node sees at the same path.
@@ -47,11 +47,12 @@ class Pending(Protocol[R]):
     def result(self) -> R: ...
 
 
-# `submit(fn, task, shard)`: run `fn(task)` for shard index `shard` (an engine may use it to keep the
-# work of neighbouring shards together; it never changes what `fn` returns).
+# `submit(fn, task, worker)`: run `fn(task)` on worker process `worker` (`schedule.ShardPlan` decides
+# which, so that a worker runs neighbouring shards; an engine that places tasks itself ignores it). It
+# never changes what `fn` returns.
 Submit = Callable[[Callable[[T], R], T, int], Pending[R]]
 
-# Consecutive shards that the local engine runs on the same process (see the module docstring).
+# Consecutive shards handed to a worker at a time when the listing is slow (`schedule.py`).
 BLOCK = 4
 
 
@@ -70,8 +71,8 @@ def open_engine(engine: str, workers: int) -> Iterator[Submit[Any, Any]]:
                 # threads that wait for the processes are joined when the interpreter exits.
                 stack.callback(lambda: [pool.shutdown(wait=False) for pool in pools])
 
-                def submit(fn: Callable[[T], R], task: T, shard: int) -> Pending[R]:
-                    return pools[shard // BLOCK % workers].submit(fn, task)
+                def submit(fn: Callable[[T], R], task: T, worker: int) -> Pending[R]:
+                    return pools[worker % workers].submit(fn, task)
 
                 yield submit
     elif engine == "ray":
@@ -81,7 +82,7 @@ def open_engine(engine: str, workers: int) -> Iterator[Submit[Any, Any]]:
         raise ValueError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
 
 
-def _inline(fn: Callable[[T], R], task: T, shard: int) -> Pending[R]:
+def _inline(fn: Callable[[T], R], task: T, worker: int) -> Pending[R]:
     """Runs the task at once in this process: one worker gains nothing from another process."""
     future: Future[R] = Future()
     future.set_result(fn(task))
@@ -119,7 +120,7 @@ def _ray(workers: int) -> Iterator[Submit[Any, Any]]:
         ray.init(address=address, **options)
     remotes: dict[Callable[..., Any], Any] = {}
 
-    def submit(fn: Callable[[T], R], task: T, shard: int) -> Pending[R]:
+    def submit(fn: Callable[[T], R], task: T, worker: int) -> Pending[R]:
         if fn not in remotes:
             remotes[fn] = ray.remote(fn)
         return _RayPending(remotes[fn].remote(task))

@@ -46,6 +46,7 @@ from data_pipeline.build import (
 from data_pipeline.config import MineConfig
 from data_pipeline.dedup import Deduplicator, Fingerprint
 from data_pipeline.engines import BLOCK, SAME_PROCESS, Pending, Submit, open_engine
+from data_pipeline.schedule import ShardPlan
 from data_pipeline.schema import CANDIDATE_SCHEMA, Candidate, drop
 from data_pipeline.shards import Manifest, read_table, shard_intact, shard_name, write_drops, write_table
 from data_pipeline.sources.base import Source
@@ -217,7 +218,7 @@ class _Pipeline:
         manifest: Manifest,
         config: MineConfig,
         submit: Submit[Any, Any],
-        workers: int,
+        plan: ShardPlan,
         keep: bool,
         progress: bool,
         on_stage: Callable[[str], None] | None,
@@ -226,11 +227,15 @@ class _Pipeline:
         self.manifest = manifest
         self.config = config
         self.submit = submit
-        self.window = WINDOW_PER_WORKER * workers
+        self.plan = plan
+        self.window = plan.round_size
         self.keep = keep
         self.on_stage = on_stage
         self.started: set[str] = set()
         self.git_dirs: dict[str, str] = {}
+        # Shards released by the plan (with their worker) whose prepare is not submitted yet, for room
+        # in the window; then the submitted ones, in shard order.
+        self.ready: deque[tuple[int, int]] = deque()
         self.preparing: deque[tuple[int, Pending[Prepared] | None]] = deque()
         self.rendering: deque[tuple[int, Pending[dict[str, Any]] | None]] = deque()
         self.deduper = Deduplicator(config.dedup_threshold, _scratch(manifest), SPILL_LIMIT // 4)
@@ -255,25 +260,18 @@ class _Pipeline:
         self._stage("collect")
         for index in collect(self.source, self.manifest, self.config, self.progress):
             self._stage("build")
-            task = None
-            if not self.manifest.shard_done("build", index):
-                name = shard_name(index)
-                task = self.submit(
-                    prepare_shard,
-                    BuildTask(
-                        candidates=self.manifest.out / "collect" / name,
-                        rows=self.manifest.out / "build" / name,
-                        drops=self.manifest.out / "build" / _drops_name(index),
-                        git_dirs=self._git_dirs(index),
-                        config=self.config,
-                        keep=self.keep,
-                    ),
-                    index,
-                )
-            self.preparing.append((index, task))
+            self.plan.listed(index)
+            self.ready.extend(self.plan.release())
+            self._fill()
             self._advance(block=False)
-            while len(self.preparing) + len(self.rendering) > self.window:
+            # Wait while the window is full, or while a round of released shards waits for room in it:
+            # listing further would only hold more of them.
+            while self._in_flight() > self.window or len(self.ready) >= self.window:
                 self._advance_one()
+        self.plan.finish()
+        self.ready.extend(self.plan.release())
+        while self.ready:
+            self._advance_one()
         self._advance(block=True)
         self.deduper.close()
         for stage in ("build", "dedup", "render"):
@@ -300,12 +298,38 @@ class _Pipeline:
             self.bar.update(1)
 
     def _advance_one(self) -> None:
-        """Wait for the oldest shard in flight and take it (and whatever else is ready)."""
+        """Wait for the oldest shard in flight and take it (and whatever else is ready), then submit
+        released shards for the room made."""
         if self.preparing:
             _wait(self.preparing[0][1])
         elif self.rendering:
             _wait(self.rendering[0][1])
         self._advance(block=False)
+        self._fill()
+
+    def _in_flight(self) -> int:
+        return len(self.preparing) + len(self.rendering)
+
+    def _fill(self) -> None:
+        """Submit the prepare of released shards, in order, while the window has room."""
+        while self.ready and self._in_flight() <= self.window:
+            index, worker = self.ready.popleft()
+            task = None
+            if not self.manifest.shard_done("build", index):
+                name = shard_name(index)
+                task = self.submit(
+                    prepare_shard,
+                    BuildTask(
+                        candidates=self.manifest.out / "collect" / name,
+                        rows=self.manifest.out / "build" / name,
+                        drops=self.manifest.out / "build" / _drops_name(index),
+                        git_dirs=self._git_dirs(index),
+                        config=self.config,
+                        keep=self.keep,
+                    ),
+                    worker,
+                )
+            self.preparing.append((index, task))
 
     def _record(self, stage: str, index: int, info: dict[str, Any]) -> None:
         self.manifest.record_shard(stage, index, info)
@@ -344,7 +368,7 @@ class _Pipeline:
                     git_dirs=self._git_dirs(index),
                     config=self.config,
                 ),
-                index,
+                self.plan.owner[index],  # where its prepared rows are
             )
         self.rendering.append((index, task))
 
@@ -416,9 +440,13 @@ def mine(
     manifest = Manifest.open(out, run_config)
     check_finished(manifest)
     workers = workers or max(1, (os.cpu_count() or 1))
+    # Rounds of shards need the listing to be quick (a local clone, or a listing recorded by an earlier
+    # run) and processes that keep what they read (`schedule.py`).
+    quick = engine == "local" and (manifest.done("collect") or getattr(source, "lists_quickly", False))
+    plan = ShardPlan(workers, WINDOW_PER_WORKER * workers, BLOCK, quick)
     with open_engine(engine, workers) as submit:
         keep = SAME_PROCESS.get(engine, False)
-        _Pipeline(source, manifest, config, submit, workers, keep, progress, on_stage).run()
+        _Pipeline(source, manifest, config, submit, plan, keep, progress, on_stage).run()
     summary = summarize(manifest)
     summary.seconds = time.perf_counter() - start
     return summary

@@ -1,26 +1,26 @@
-"""The local engine runs each block of consecutive shards on one process (so a process's git readers and
-caches serve neighbouring shards), hands the blocks out in turn, and returns what the function returns."""
+"""The local engine runs each task on the worker process it is given (so a process's git readers and
+caches serve the shards a plan gives it), and returns what the function returns."""
 
 from __future__ import annotations
 
 import os
 
-from data_pipeline.engines import BLOCK, open_engine
+from data_pipeline.engines import open_engine
 
 
 def _pid_and_double(value: int) -> tuple[int, int]:
     return os.getpid(), 2 * value
 
 
-def test_blocks_of_shards_stay_on_one_process_and_alternate():
-    shards = range(3 * BLOCK)
+def test_tasks_run_on_the_worker_they_are_given():
+    workers = [0, 0, 1, 1, 0, 1, 2, 3]
     with open_engine("local", 2) as submit:
-        done = [submit(_pid_and_double, shard, shard).result() for shard in shards]
-    assert [value for _, value in done] == [2 * shard for shard in shards]
-    pids = [pid for pid, _ in done]
-    blocks = [pids[start : start + BLOCK] for start in range(0, len(pids), BLOCK)]
-    assert all(len(set(block)) == 1 for block in blocks)
-    assert blocks[0][0] != blocks[1][0] and blocks[0][0] == blocks[2][0] and os.getpid() not in pids
+        done = [submit(_pid_and_double, i, worker).result() for i, worker in enumerate(workers)]
+    assert [value for _, value in done] == [2 * i for i in range(len(workers))]
+    pid_of = {}
+    for (pid, _), worker in zip(done, workers, strict=True):
+        assert pid_of.setdefault(worker % 2, pid) == pid  # worker 2 is worker 0 again, 3 is 1
+    assert pid_of[0] != pid_of[1] and os.getpid() not in pid_of.values()
 
 
 def test_one_worker_runs_inline():

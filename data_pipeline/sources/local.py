@@ -34,6 +34,8 @@ def guess_repo_name(path: Path) -> str:
 
 class LocalSource:
     kind = "local"
+    # Thousands of commits a second from the clone: the run can plan rounds of shards (`schedule.py`).
+    lists_quickly = True
 
     def __init__(self, path: Path, cache: Path, repo: str | None = None, ref: str = "HEAD") -> None:
         self.path = path
