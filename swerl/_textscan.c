@@ -1,5 +1,6 @@
 /*
- * swerl._textscan -- whether a str holds any of several substrings, in one call.
+ * swerl._textscan -- passes over whole files for the edit format: whether a str holds any of several
+ * substrings, and where its lines end.
  *
  * Why this exists: before a mined row is kept, the edit format checks that the base and merged contents
  * of every changed file hold none of its tags and markers (`think>`, `<<<<<<< SEARCH`, a `=======` line,
@@ -13,6 +14,11 @@
  * byte for byte in the same one-byte form.  For wider text None is returned and the caller searches with
  * `in`, so the answer is always exactly `any(needle in text for needle in needles)`.
  *
+ * Applying a patch to a file in memory needs the offset where each line ends (`patch._line_ends`):
+ * memchr finds the newlines at memory speed, ~3x faster than numpy's compare-then-nonzero over the
+ * bytes; the offsets come back packed as native 64-bit integers in a bytes object, which Python reads
+ * through a memoryview without making an int of each.
+ *
  * memmem is a GNU and BSD extension (glibc, musl, macOS); where the C library lacks it, this optional
  * extension does not build and the pure-Python search is used.
  */
@@ -22,6 +28,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdint.h>
 #include <string.h>
 
 PyDoc_STRVAR(contains_any_doc,
@@ -74,15 +81,59 @@ contains_any(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_FALSE;
 }
 
+PyDoc_STRVAR(line_ends_doc,
+             "line_ends(text, /)\n--\n\n"
+             "The offset after each line of a str stored one byte per character (lines end at \"\\n\"; a last\n"
+             "line without one ends at len(text)), packed as native int64 in bytes; None for wider text.");
+
+static PyObject *
+line_ends(PyObject *module, PyObject *text)
+{
+    (void)module;
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "line_ends() argument must be str, not %.200s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0)
+        return NULL;
+#endif
+    if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND)
+        Py_RETURN_NONE;
+    const char *data = (const char *)PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < length; i++) /* vectorised by the compiler */
+        count += data[i] == '\n';
+    int open_end = length > 0 && data[length - 1] != '\n';
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (count + open_end) * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL)
+        return NULL;
+    char *slots = PyBytes_AS_STRING(out);
+    const char *at = data, *end = data + length;
+    Py_ssize_t k = 0;
+    while ((at = memchr(at, '\n', (size_t)(end - at))) != NULL) {
+        int64_t offset = (int64_t)(at - data) + 1;
+        memcpy(slots + k++ * sizeof(int64_t), &offset, sizeof offset);
+        at++;
+    }
+    if (open_end) {
+        int64_t offset = (int64_t)length;
+        memcpy(slots + k * sizeof(int64_t), &offset, sizeof offset);
+    }
+    return out;
+}
+
 static PyMethodDef textscan_methods[] = {
     {"contains_any", (PyCFunction)(void (*)(void))contains_any, METH_FASTCALL, contains_any_doc},
+    {"line_ends", (PyCFunction)line_ends, METH_O, line_ends_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef textscan_module = {
     PyModuleDef_HEAD_INIT,
     "swerl._textscan",
-    "Substring search over whole files for the edit format's checks.",
+    "Passes over whole files for the edit format: substring search, line ends.",
     -1,
     textscan_methods,
     NULL,

@@ -65,3 +65,30 @@ def test_plain_text_is_the_same_without_the_extension(monkeypatch):
     assert [inverse._plain_text(text) for text in texts] == compiled
     assert compiled.count(False) > 100 and compiled.count(True) > 100
     assert not inverse._plain_text("x\n=======") and inverse._plain_text("========\nx=======")
+
+
+def test_line_ends_are_where_split_lines_ends_each_line(monkeypatch):
+    """The compiled offsets, numpy's and a plain split agree, for every width and ending."""
+    from itertools import accumulate
+
+    from swerl.edit_format import patch
+
+    rng = random.Random(9)
+    texts = ["", "\n", "a", "a\n", "\n\nb", "x\r\ny", "é\n", "tail é", *_texts()]
+    texts += ["".join(rng.choice("ab\n\n é\u2014") for _ in range(rng.randint(0, 3000))) for _ in range(300)]
+    widths = set()
+    for text in texts:
+        expected = list(accumulate(map(len, patch.split_lines(text))))
+        packed = textscan.line_ends(text)
+        if packed is None:
+            assert max(map(ord, text)) > 0xFF
+        else:
+            widths.add(text.isascii())
+            assert list(memoryview(packed).cast("q")) == expected, repr(text)
+        assert [int(end) for end in patch._line_ends(text)] == expected
+        monkeypatch.setattr(patch, "_compiled_line_ends", None)
+        assert [int(end) for end in patch._line_ends(text)] == expected
+        monkeypatch.undo()
+    assert widths == {True, False}
+    with pytest.raises(TypeError):
+        textscan.line_ends(b"a\n")
