@@ -2,7 +2,7 @@
 
 - `swerl.fastdiff._matcher`: the compiled diff matcher.
 - `data_pipeline._tokencount`: the token estimate of `data_pipeline.tokens` in one C pass.
-- `swerl._textscan`: several substring searches over a file in one call (the edit format's checks).
+- `swerl._textscan`: passes over whole files for the edit format (substring search, line ends).
 
 All are optional so that an install on a machine without a C compiler still works: `swerl.fastdiff` then
 falls back to the standard library's difflib (same results, slower) and warns once,
