@@ -12,6 +12,7 @@ import math
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -161,13 +162,18 @@ class Index:
     def __len__(self) -> int:
         return len(self._docs)
 
-    def put(self, key: str, counts: Counter[str], length: int) -> None:
-        """Add the document `key`, or replace it (only the posted terms whose counts differ are touched)."""
+    def put(
+        self, key: str, counts: Counter[str], length: int, *, changed: AbstractSet[str] | None = None
+    ) -> None:
+        """Add the document `key`, or replace it (only the posted terms whose counts differ are touched).
+        `changed`, when the caller knows it, holds at least every term whose count differs from the
+        document being replaced; else those are found by comparing the two."""
         old = self._docs.get(key)
         if old is not None:
             self._total_length -= old[1]
-            # The (term, count) pairs of either version only: a set operation in C over both documents.
-            changed = {term for term, _ in old[0].items() ^ counts.items()}
+            if changed is None:
+                # The (term, count) pairs of either version only: a set operation in C over both.
+                changed = {term for term, _ in old[0].items() ^ counts.items()}
         else:
             changed = counts.keys()
         for term in changed & self._postings.keys():

@@ -42,6 +42,11 @@ class BlobFacts:
     length: int
     imports: frozenset[str]
     tokens: int
+    # When derived from another version of the file (`_derive_facts`): that version's blob sha, and the
+    # terms the changed lines hold, a superset of those whose counts differ between the two. A BM25
+    # index that holds that version updates just those (`PoolIndex._index`). Not part of the facts.
+    derived_from: str | None = field(default=None, compare=False)
+    changed_terms: frozenset[str] = field(default=frozenset(), compare=False)
 
 
 @dataclass
@@ -138,10 +143,12 @@ class PoolIndex:
         changed = list(pool.items() - self.shas.items())
         found = facts_of(changed)
         for path, sha in changed:
+            previous = self.shas.get(path)
             self.shas[path] = sha
-            self._index(path, found[(path, sha)])
+            self._index(path, found[(path, sha)], previous)
 
-    def _index(self, path: str, facts: BlobFacts | None) -> None:
+    def _index(self, path: str, facts: BlobFacts | None, previous: str | None = None) -> None:
+        """Index `facts` as `path`'s, replacing those of version `previous` (the sha it had), if any."""
         old = self.facts.get(path)
         if facts is None:
             if old is not None:
@@ -155,7 +162,8 @@ class PoolIndex:
         if old is None:
             self._by_dir.setdefault(_split(path)[0], set()).add(path)
         self.facts[path] = facts
-        self.bm25.put(path, facts.terms, facts.length)
+        hint = facts.changed_terms if old is not None and facts.derived_from == previous else None
+        self.bm25.put(path, facts.terms, facts.length, changed=hint)
 
     def _unindex(self, path: str) -> None:
         old = self.facts.pop(path, None)
@@ -415,7 +423,8 @@ class ContextBuilder:
         # Estimate of a join = sum of the parts' estimates + (parts - 1) newlines.
         body = old.tokens - _FILE_OVERHEAD - (old_total - 1)
         body += estimate_uncached(new) - max(n_added - 1, 0) - estimate_uncached(gone) + max(n_removed - 1, 0)
-        return BlobFacts(counts, length, imports, body + (total - 1) + _FILE_OVERHEAD)
+        changed = frozenset(minus.keys() | plus.keys())
+        return BlobFacts(counts, length, imports, body + (total - 1) + _FILE_OVERHEAD, known[0], changed)
 
     def _ranked_extras(
         self,

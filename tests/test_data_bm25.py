@@ -36,8 +36,14 @@ def test_index_scores_equal_one_by_one_scores_through_changes_and_exclusions(
             index.remove(key)
             del docs[key]
         else:
-            docs[key] = _doc(rng)
-            index.put(key, *docs[key])
+            new = _doc(rng)
+            changed = None
+            if key in docs and rng.random() < 0.5:  # the caller says what changed (a superset of it)
+                before = docs[key][0]
+                changed = {t for t in before.keys() | new[0].keys() if before[t] != new[0][t]}
+                changed |= set(rng.sample(_WORDS, 2))
+            docs[key] = new
+            index.put(key, *new, changed=changed)
         query = " ".join(rng.choices([*_WORDS, "unrelated", "parse_date", "emptyInput"], k=rng.randint(1, 8)))
         left_out = set(rng.sample(sorted(docs), min(len(docs), rng.randint(0, 3))))
         kept = {key: doc for key, doc in docs.items() if key not in left_out}
