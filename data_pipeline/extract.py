@@ -142,7 +142,8 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
     patch_bytes = b"".join(change.patch for change in kept)
     patch_text = _decode(patch_bytes, kept[0].path)
     parsed = parse_patch(patch_text)
-    out.lines_changed = parsed.added + parsed.removed
+    # unidiff's own `added` and `removed` walk every line twice through properties; one pass here.
+    out.lines_changed = sum(1 for file in parsed for hunk in file for line in hunk if line.line_type in "+-")
     if out.lines_changed > config.max_lines_changed:
         raise Dropped("too_many_lines", str(out.lines_changed))
     sections: list[bytes] = []
