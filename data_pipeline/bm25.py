@@ -280,6 +280,22 @@ class Index:
         return dict(zip(map(self._keys.__getitem__, found.tolist()), total[found].tolist(), strict=True))
 
 
+def term_delta(gone: str, new: str) -> tuple[Counter[str], int]:
+    """How a document's term counts and length change when text `gone` is replaced by `new`: words
+    both hold cancel out before any is split into terms. The changes are exactly what
+    `doc_stats(new)` minus `doc_stats(gone)` gives, terms left at 0 included."""
+    words = Counter(_WORD.findall(new))
+    words.subtract(_WORD.findall(gone))
+    change: Counter[str] = Counter()
+    length = 0
+    for word, n in words.items():
+        if n:
+            for term in _word_terms(word):
+                change[term] += n
+                length += n
+    return change, length
+
+
 def doc_stats(text: str) -> tuple[Counter[str], int]:
     """(term counts, number of terms) of a document: each distinct word is split once, not per use."""
     counts: Counter[str] = Counter()

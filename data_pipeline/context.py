@@ -408,22 +408,22 @@ class ContextBuilder:
         n_removed, n_added = len(removed), len(added)
         gone, new = "\n".join(removed), "\n".join(added)
         counts = old.terms.copy()
-        length = old.length
-        minus, minus_length = bm25.doc_stats(gone)
-        plus, plus_length = bm25.doc_stats(new)
-        counts.subtract(minus)
-        counts.update(plus)
-        for term in minus:
-            if counts[term] <= 0:
-                del counts[term]
-        length += plus_length - minus_length
+        change, moved = bm25.term_delta(gone, new)
+        for term, n in change.items():
+            if n:
+                left = counts.get(term, 0) + n
+                if left > 0:
+                    counts[term] = left
+                else:
+                    counts.pop(term, None)
+        length = old.length + moved
         imports = old.imports
         if path.endswith(".py") and ("import" in gone or "import" in new):
             imports = _imports(path, text)
         # Estimate of a join = sum of the parts' estimates + (parts - 1) newlines.
         body = old.tokens - _FILE_OVERHEAD - (old_total - 1)
         body += estimate_uncached(new) - max(n_added - 1, 0) - estimate_uncached(gone) + max(n_removed - 1, 0)
-        changed = frozenset(minus.keys() | plus.keys())
+        changed = frozenset(term for term, n in change.items() if n)
         return BlobFacts(counts, length, imports, body + (total - 1) + _FILE_OVERHEAD, known[0], changed)
 
     def _ranked_extras(

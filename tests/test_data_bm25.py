@@ -64,3 +64,17 @@ def test_a_replaced_document_keeps_no_stale_terms():
     index.remove("b.py")
     assert index.scores("value") == {} and len(index) == 0
     assert not any(index._postings.values())  # the terms asked for stay known, with no document
+
+
+def test_term_delta_is_the_difference_of_the_two_texts_stats():
+    rng = random.Random(11)
+    vocabulary = [*_WORDS, "parse_date", "emptyInput", "HTTPServer", "x", "import", "value2"]
+    for _ in range(300):
+        gone = " ".join(rng.choices(vocabulary, k=rng.randint(0, 12)))
+        new = " ".join(rng.choices(vocabulary, k=rng.randint(0, 12)))
+        change, moved = bm25.term_delta(gone, new)
+        (before, before_length), (after, after_length) = bm25.doc_stats(gone), bm25.doc_stats(new)
+        expected = Counter(after)
+        expected.subtract(before)
+        assert {t: n for t, n in change.items() if n} == {t: n for t, n in expected.items() if n}
+        assert moved == after_length - before_length
