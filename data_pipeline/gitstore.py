@@ -191,6 +191,7 @@ class ObjectReader(GitPipe):
         self._blob_bytes = 0
         self.listing_cache_entries = listing_cache_entries
         self._matches: OrderedDict[tuple[str, str, Hashable], list[tuple[str, str]]] = OrderedDict()
+        self._judged: dict[tuple[str, Hashable], dict[tuple[str, str, str], tuple[str, str] | None]] = {}
         self._matched = 0
         super().__init__(git_dir, "cat-file", "--batch")
 
@@ -396,11 +397,22 @@ class ObjectReader(GitPipe):
             return cached
         found: list[tuple[str, str]] = []
         subtrees = []
-        for mode, name, sha in self._tree(tree, prefix):
+        # Each entry's verdict, by entry: a tree read again at this path shares most entries with the
+        # last one (`_parse_tree`), so most are looked up, not joined into a path and judged again.
+        seen = self._judged.setdefault((prefix, key), {})
+        if len(seen) > self.tree_cache_size:
+            seen.clear()
+        for entry in self._tree(tree, prefix):
+            mode, name, sha = entry
             if mode == "040000":
                 subtrees.append((sha, f"{prefix}{name}/"))
-            elif mode in REGULAR_MODES and keep(prefix + name):
-                found.append((prefix + name, sha))
+                continue
+            verdict = seen.get(entry, False)
+            if verdict is False:
+                path = prefix + name
+                verdict = seen[entry] = (path, sha) if mode in REGULAR_MODES and keep(path) else None
+            if verdict is not None:
+                found.append(verdict)
         for sha, path in subtrees:
             found += self._matching(sha, path, key, keep)
         self._matches[cache_key] = found
