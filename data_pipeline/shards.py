@@ -137,9 +137,11 @@ def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
 
 
 def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
-    """`pq.read_table(path, columns=columns)` without importing pandas (see `rows_to_table`)."""
+    """`pq.read_table(path, columns=columns)` without importing pandas (see `rows_to_table`), on this
+    thread: a shard is a few columns of one row group, and Arrow's pool of threads (started afresh in
+    each worker process) costs more CPU than it saves there, on cores the other workers are using."""
     with pq.ParquetFile(path) as parquet:
-        return parquet.read(columns=columns)
+        return parquet.read(columns=columns, use_threads=False)
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
