@@ -16,9 +16,10 @@ A drops file exists only for a shard that its stage dropped something from (`sha
 
 Dedup runs before the token budget and the format are checked and before context is chosen, so rows it
 drops never get counted, checked or rendered.
-The stages overlap: each collect shard is submitted for prepare as soon as it is written, and each
-prepared shard is deduplicated (on the driver) and submitted for render as soon as it and every shard
-before it are prepared, so the workers never wait for a whole stage to finish.
+The stages overlap: each collect shard is submitted for prepare as soon as the plan of workers gives it
+one (`schedule.ShardPlan`: at once, or once its round of shards is listed), and each prepared shard is
+deduplicated (on the driver) and submitted for render, on the worker that prepared it, as soon as it and
+every shard before it are prepared, so the workers never wait for a whole stage to finish.
 `data/` is the training set: `datasets.load_dataset("parquet", data_dir=OUT / "data")`.
 A killed run started again with the same arguments skips every shard the manifest lists and redoes the
 rest; because shards are deterministic and dedup replays finished shards in order, the final rows are

@@ -10,7 +10,8 @@ of `round_size` (the window of shards a run keeps in flight): once a round is li
 stretch per worker, and the worker that ended the last round starts the next one where it left off. A
 round is known in a fraction of a second, and the first worker of each round need not wait for it: the
 first `listed / workers` shards of a round are its share however the round ends. On the mining
-benchmark this cut the CPU of the run by ~4% against stretches of 4 shards handed out in turn.
+benchmark this took the run from 3.30x to 3.15x `git log -p` against blocks of 4 shards handed out in
+turn (two workers, one round of 24 shards: one stretch each instead of three blocks each).
 
 When the listing is slow (the GitHub API, GH Archive), waiting for a round would keep workers idle, so
 blocks of `block` shards are handed out in turn as they are listed.
