@@ -31,6 +31,21 @@
 #include <stdint.h>
 #include <string.h>
 
+/* 0 when `value` is a str ready to be read in place, else -1 with TypeError (naming `what`) set. */
+static int
+readable_str(PyObject *value, const char *what)
+{
+    if (!PyUnicode_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s must be str, not %.200s", what, Py_TYPE(value)->tp_name);
+        return -1;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(value) < 0)
+        return -1;
+#endif
+    return 0;
+}
+
 PyDoc_STRVAR(contains_any_doc,
              "contains_any(text, needles, /)\n--\n\n"
              "any(needle in text for needle in needles) for a str stored one byte per character (a tuple of\n"
@@ -45,26 +60,16 @@ contains_any(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *text = args[0], *needles = args[1];
-    if (!PyUnicode_Check(text) || !PyTuple_Check(needles)) {
-        PyErr_SetString(PyExc_TypeError, "contains_any() expects a str and a tuple of str");
+    if (readable_str(text, "contains_any() text") < 0)
+        return NULL;
+    if (!PyTuple_Check(needles)) {
+        PyErr_SetString(PyExc_TypeError, "contains_any() needles must be a tuple of str");
         return NULL;
     }
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0)
-        return NULL;
-#endif
     Py_ssize_t count = PyTuple_GET_SIZE(needles);
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *needle = PyTuple_GET_ITEM(needles, i);
-        if (!PyUnicode_Check(needle)) {
-            PyErr_Format(PyExc_TypeError, "contains_any() needles must be str, not %.200s",
-                         Py_TYPE(needle)->tp_name);
+        if (readable_str(PyTuple_GET_ITEM(needles, i), "contains_any() needles") < 0)
             return NULL;
-        }
-#if PY_VERSION_HEX < 0x030C0000
-        if (PyUnicode_READY(needle) < 0)
-            return NULL;
-#endif
     }
     if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND)
         Py_RETURN_NONE;
@@ -90,14 +95,8 @@ static PyObject *
 line_ends(PyObject *module, PyObject *text)
 {
     (void)module;
-    if (!PyUnicode_Check(text)) {
-        PyErr_Format(PyExc_TypeError, "line_ends() argument must be str, not %.200s", Py_TYPE(text)->tp_name);
+    if (readable_str(text, "line_ends() argument") < 0)
         return NULL;
-    }
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0)
-        return NULL;
-#endif
     if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND)
         Py_RETURN_NONE;
     const char *data = (const char *)PyUnicode_1BYTE_DATA(text);

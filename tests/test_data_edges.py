@@ -75,6 +75,18 @@ class _Reader:
     git_dir = Path("/nowhere/repo.git")
 
 
+def _builder(store: VersionStore, edges: LineEdges) -> ContextBuilder:
+    """A builder whose facts use `store` and `edges` (no repository is read: facts come from bytes)."""
+    return ContextBuilder(
+        _Reader(),  # type: ignore[arg-type]
+        ContextConfig(),
+        FilterConfig(),
+        estimate_tokens,
+        versions=store,
+        edges=edges,
+    )
+
+
 def _scan(path: str, text: str) -> BlobFacts:
     return ContextBuilder._scan_facts(path, text, estimate_tokens(text))
 
@@ -84,14 +96,7 @@ def test_context_facts_follow_recorded_changes_and_equal_a_full_scan():
     path, repo = "pkg/mod.py", str(_Reader.git_dir)
     edges = LineEdges(1 << 20)
     store = VersionStore(1 << 30)
-    builder = ContextBuilder(
-        _Reader(),  # type: ignore[arg-type]
-        ContextConfig(),
-        FilterConfig(),
-        estimate_tokens,
-        versions=store,
-        edges=edges,
-    )
+    builder = _builder(store, edges)
     lines = [f"def f{i}(x):\n    return x + {i}" for i in range(40)]
     text = "\n".join(lines) + "\n"
     assert builder._compute_facts(path, "s0", text.encode()) == _scan(path, text)
@@ -127,14 +132,7 @@ def test_counts_moved_part_of_the_way_are_not_derived_from():
     first, must be dropped, and every later version still equals a full scan."""
     path, repo = "pkg/mod.py", str(_Reader.git_dir)
     edges = LineEdges(1 << 20)
-    builder = ContextBuilder(
-        _Reader(),  # type: ignore[arg-type]
-        ContextConfig(),
-        FilterConfig(),
-        estimate_tokens,
-        versions=VersionStore(1 << 30),
-        edges=edges,
-    )
+    builder = _builder(VersionStore(1 << 30), edges)
     v0 = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(20))
     v1 = v0.replace("return x + 3\n", "return helper_three(x)\n")
     v2 = v1.replace("return x + 5\n", "return other_five(x)\n")  # as many lines as the bad record claims
