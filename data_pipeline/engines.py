@@ -24,6 +24,7 @@ in shard order, so the manifest lists shards in order and a resumed run sees the
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -64,6 +65,11 @@ def open_engine(engine: str, workers: int) -> Iterator[Submit[Any, Any]]:
             yield _inline
         else:
             with ExitStack() as stack:
+                # The workers fork from this process: what it holds now (the modules, mostly) is put out
+                # of the garbage collector's sight first, so that no worker's full collection walks it
+                # (or copies the pages it touches to do so); it is given back when the engine closes.
+                gc.freeze()
+                stack.callback(gc.unfreeze)
                 pools = [stack.enter_context(ProcessPoolExecutor(max_workers=1)) for _ in range(workers)]
                 # Runs first on the way out: every worker is told to finish at once, and they exit side
                 # by side instead of one after the other (an exit takes tens of ms, mostly the kernel

@@ -23,6 +23,23 @@ def test_tasks_run_on_the_worker_they_are_given():
     assert pid_of[0] != pid_of[1] and os.getpid() not in pid_of.values()
 
 
+def _frozen(_: object) -> int:
+    import gc
+
+    return gc.get_freeze_count()
+
+
+def test_workers_fork_with_what_the_driver_held_out_of_the_collectors_sight():
+    """What the driver held when the workers forked is frozen for them (their collections skip it) and
+    given back to the driver's collector when the engine closes."""
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    with open_engine("local", 2) as submit:
+        assert submit(_frozen, None, 1).result() > 1000
+    assert gc.get_freeze_count() == 0
+
+
 def test_one_worker_runs_inline():
     with open_engine("local", 1) as submit:
         assert submit(_pid_and_double, 4, 7).result() == (os.getpid(), 8)
