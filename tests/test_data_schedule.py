@@ -47,14 +47,19 @@ def test_the_first_worker_starts_before_its_round_is_listed():
     plan = ShardPlan(2, 24, block=4, quick_listing=True)
     for index in range(5):
         plan.listed(index)
-    assert plan.release() == [(0, 0), (1, 0)]  # 5 listed: the first worker's share is at least 2
+    assert plan.release() == [(0, 0), (1, 0), (2, 0)]  # 5 listed: the first worker's share is 3 or more
     for index in range(5, 24):
         plan.listed(index)
     rest = plan.release()
-    assert [s for s, _ in rest] == list(range(2, 24))
-    assert {s for s, w in rest if w == 0} == set(range(2, 12)) and {s for s, w in rest if w == 1} == set(
+    assert [s for s, _ in rest] == list(range(3, 24))
+    assert {s for s, w in rest if w == 0} == set(range(3, 12)) and {s for s, w in rest if w == 1} == set(
         range(12, 24)
     )
+    first = ShardPlan(2, 24, block=4, quick_listing=True)
+    first.listed(0)
+    assert first.release() == [(0, 0)]  # the first shard listed starts at once
+    first.finish()
+    assert first.release() == []
     assert plan.release() == [] and plan.unreleased == 0
 
 
