@@ -88,8 +88,8 @@ def test_a_rewritten_file_is_scanned_and_the_store_is_bounded():
 
 
 def _ranked_one_by_one(builder, base_commit, problem, modified, new_paths):
-    """What `_ranked_extras` computes, the plain way: every pool file's facts, BM25 over all of them,
-    each file's tier looked at in turn (the ranking before the pool index)."""
+    """What `_ranked_tiers` ranks (both parts, in order), the plain way: every pool file's facts, BM25
+    over all of them, each file's tier looked at in turn (the ranking before the pool index)."""
     from data_pipeline import bm25
     from data_pipeline.context import _imports, _split
     from data_pipeline.imports import ModuleIndex, module_names
@@ -120,6 +120,12 @@ def _ranked_one_by_one(builder, base_commit, problem, modified, new_paths):
     return [(path, pool[path], reason, tokens) for _, _, path, reason, tokens in sorted(ranked)]
 
 
+def _ranked(builder, base_commit, problem, modified, new_paths):
+    """Every file `_ranked_tiers` ranks, as (path, blob sha, reason, tokens), most relevant first."""
+    head, far, pool, facts = builder._ranked_tiers(base_commit, problem, modified, new_paths)
+    return head + [(path, pool[path], "bm25", facts[path].tokens) for path in far]
+
+
 def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch):
     """The context index follows PR after PR (and jumps back and forth, as a worker between blocks
     does): its ranking equals ranking the whole pool from scratch, files added, removed and unreadable
@@ -144,7 +150,7 @@ def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch):
             new_paths = [p for p in pr.changes if p not in modified]
             builder = ContextBuilder(reader, ContextConfig(), FilterConfig(), estimate_tokens)
             expected = _ranked_one_by_one(builder, base, pr.body, modified, new_paths)
-            assert list(builder._ranked_extras(base, pr.body, modified, new_paths)) == expected, pr.title
+            assert _ranked(builder, base, pr.body, modified, new_paths) == expected, pr.title
 
 
 def test_a_run_with_another_token_counter_never_reuses_the_pool_index(tmp_path):
@@ -162,5 +168,24 @@ def test_a_run_with_another_token_counter_never_reuses_the_pool_index(tmp_path):
         texts = {path: reader.blob(sha).decode() for path, sha in reader.matching_files(base, "all", bool)}
         for count in (estimate_tokens, len):
             builder = ContextBuilder(reader, ContextConfig(), FilterConfig(), count)
-            extras = list(builder._ranked_extras(base, "misbehaves on empty input", modified, []))
+            extras = _ranked(builder, base, "misbehaves on empty input", modified, [])
             assert extras and all(tokens == count(texts[path]) + 8 for path, _, _, tokens in extras)
+
+
+def test_files_that_fit_are_taken_in_order_as_a_plain_loop_takes_them():
+    """`_fitting` (the BM25-only tier's choice) equals the loop `build` runs over the other tiers:
+    in order, each file that still fits, until the slots are used."""
+    import numpy as np
+
+    rng = random.Random(4)
+    for _ in range(500):
+        sizes = [rng.choice([0, 1, 5, 50, 400, 2_000, 9_000]) for _ in range(rng.randint(0, 60))]
+        room, slots = rng.randint(0, 12_000), rng.randint(0, 10)
+        expected, left = [], room
+        for at, size in enumerate(sizes):
+            if len(expected) >= slots:
+                break
+            if size <= left:
+                expected.append(at)
+                left -= size
+        assert context_module._fitting(np.array(sizes, dtype=np.int64), room, slots) == expected
