@@ -17,6 +17,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from pathlib import PurePosixPath
 
 import numpy as np
@@ -68,7 +69,7 @@ Version = tuple[str, Counter[str], int, int, BlobFacts]
 
 class VersionStore:
     """The lines and facts of the last indexed version of each (repository, path), bounded by the size of
-    those versions in bytes (least recently used out first); see `ContextBuilder._derive_facts`.
+    those versions in characters (least recently used out first); see `ContextBuilder._derive_facts`.
 
     Shared by every builder of a process: a derived fact is exact whichever earlier version it starts
     from, so what a worker ran before changes how fast it is, never what it computes."""
@@ -148,7 +149,7 @@ class PoolIndex:
             self.shas[path] = sha
             self._index(path, found[(path, sha)], previous)
 
-    def _index(self, path: str, facts: BlobFacts | None, previous: str | None = None) -> None:
+    def _index(self, path: str, facts: BlobFacts | None, previous: str | None) -> None:
         """Index `facts` as `path`'s, replacing those of version `previous` (the sha it had), if any."""
         old = self.facts.get(path)
         if facts is None:
@@ -508,20 +509,20 @@ class ContextBuilder:
         result = ContextResult(files=files, reasons=dict.fromkeys(modified, "modified"))
         chosen: list[tuple[str, str]] = []
         head, far, pool, facts = self._ranked_tiers(base_commit, problem, modified, new_paths, model_picks)
-        most = self.config.max_extra_files
-        for path, sha, reason, tokens in head:
-            if len(chosen) >= most:
-                break
-            if used + tokens > budget:
-                continue
-            used += tokens
+        # Every tier, in order: each file that still fits, until `max_extra_files` are chosen.
+        sizes = np.fromiter(
+            chain((tokens for *_, tokens in head), (facts[path].tokens for path in far)),
+            dtype=np.int64,
+            count=len(head) + len(far),
+        )
+        for at in _fitting(sizes, budget - used, self.config.max_extra_files):
+            if at < len(head):
+                path, sha, reason, _ = head[at]
+            else:
+                path = far[at - len(head)]
+                sha, reason = pool[path], "bm25"
             chosen.append((path, sha))
             result.reasons[path] = reason
-        if far and len(chosen) < most:
-            sizes = np.fromiter((facts[path].tokens for path in far), dtype=np.int64, count=len(far))
-            for at in _fitting(sizes, budget - used, most - len(chosen)):
-                chosen.append((far[at], pool[far[at]]))
-                result.reasons[far[at]] = "bm25"
         contents = self.reader.blobs(sha for _, sha in chosen)
         for path, sha in chosen:
             files.append((path, contents[sha].decode("utf-8")))
@@ -549,9 +550,9 @@ class ContextBuilder:
 
 def _fitting(sizes: np.ndarray, room: int, slots: int) -> list[int]:
     """Indices of `sizes` taken in order, each that still fits in what `room` has left, at most `slots`:
-    the rule `build` applies to every tier, found for the BM25-only tier (most of a large pool, and
-    mostly passed over once the budget is nearly spent) with one array comparison per file taken
-    instead of a Python step per file passed over."""
+    how `build` chooses extras. One array comparison per file taken, not a Python step per file passed
+    over: the BM25-only tier is most of a large pool, and mostly passed over once the budget is nearly
+    spent."""
     taken: list[int] = []
     start = 0
     while len(taken) < slots:

@@ -167,7 +167,7 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
     try:
         if rebuilt_all is not None:
             # The same patch applied to the same base contents above; each file's sections apply to
-            # that file alone, so without the generated files left out it is the oracle's result.
+            # that file alone, so its files less the generated ones left out are the oracle's result.
             rebuilt = {path: rebuilt_all.get(path) for path in out.new}
         elif len(sections) == len(kept):  # the oracle is the text parsed above: no reparse
             rebuilt = apply_parsed_patch(out.base, parsed)

@@ -50,11 +50,6 @@ class ShardPlan:
         """No more shards will be listed."""
         self._done = True
 
-    @property
-    def unreleased(self) -> int:
-        """Shards listed and not yet released."""
-        return self._listed - self._released
-
     def release(self) -> list[tuple[int, int]]:
         """(shard, worker) of each listed shard that can start now, in shard order; each only once."""
         if self.rounds:
@@ -80,7 +75,7 @@ class ShardPlan:
                 for shard in range(max(self._released, start), start + size):
                     out.append((shard, self._order[bisect_right(bounds, shard - start) - 1]))
                 self._released = start + size
-                last = out[-1][1] if out else self._order[0]
+                last = self._order[bisect_right(bounds, size - 1) - 1]  # the round's last shard's worker
                 self._order = [last, *(w for w in self._order if w != last)]
                 self._round_start = start + size
                 continue
