@@ -45,7 +45,7 @@ from data_pipeline.schema import (
     Candidate,
     drop,
 )
-from data_pipeline.shards import read_rows, write_drops, write_table
+from data_pipeline.shards import DATA_COMPRESSION, read_rows, write_drops, write_table
 from data_pipeline.tokens import token_counter
 
 # The stage each drop reason is recorded under, when it is not the stage that raised it.
@@ -243,7 +243,7 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
     rows = [row for row in outcome if row is not None]
     drops.sort(key=lambda item: item[0])
     if rows:
-        write_table(task.rows, rows, ROW_SCHEMA)
+        write_table(task.rows, rows, ROW_SCHEMA, DATA_COMPRESSION)
     else:
         task.rows.unlink(missing_ok=True)
     write_drops(task.drops, [d for _, d in drops])

@@ -271,6 +271,19 @@ def test_drops_files_exist_only_where_something_was_dropped(mined):
                 assert pq.read_metadata(path).num_rows == dropped
 
 
+def test_training_rows_are_zstd_and_the_bookkeeping_snappy(mined):
+    """The rows users keep get the smallest files; the stages' small tables the cheapest writes."""
+
+    def codecs(path):
+        meta = pq.read_metadata(path)
+        return {meta.row_group(0).column(i).compression for i in range(meta.num_columns)}
+
+    assert all(codecs(path) == {"ZSTD"} for path in (mined["out"] / "data").glob("shard-*.parquet"))
+    for stage in ("collect", "build", "dedup", "render"):
+        for path in (mined["out"] / stage).glob("*.parquet"):
+            assert codecs(path) == {"SNAPPY"}, path
+
+
 def test_an_output_of_another_pipeline_version_is_refused(mined, tmp_path):
     """Version 1 wrote context rows to build/; resuming one with this layout would mix the two."""
     out = tmp_path / "out"
