@@ -31,7 +31,9 @@ def _records(argv: list[str]) -> Iterator[bytes]:
     ) as proc:
         assert proc.stdout is not None
         buffer = b""
-        while chunk := proc.stdout.read(_CHUNK):
+        # `read1`: what the pipe holds now, not a full chunk; `read` would wait for a megabyte or the end
+        # of the output, and with it the first shard, on a history of a few thousand commits.
+        while chunk := proc.stdout.read1(_CHUNK):
             buffer += chunk
             *complete, buffer = buffer.split(_RECORD)
             yield from (record for record in complete if record)

@@ -5,6 +5,8 @@ patch are taken only when they hash to the blob's id."""
 from __future__ import annotations
 
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,6 +106,20 @@ def test_names_that_are_not_full_ids_give_nothing_and_corrupt_nothing(repo):
     finally:
         reader.close()
     assert got == _log_records(repo, shas[1:])
+
+
+def test_the_listing_hands_out_records_as_they_arrive():
+    """The first shard can start while the listing goes on: a record is handed out once the pipe holds it,
+    not once a megabyte (or the whole output) has arrived."""
+    writer = (
+        "import sys, time; out = sys.stdout.buffer; out.write(b'\\x1efirst\\x1esec'); out.flush(); "
+        "time.sleep(3); out.write(b'ond')"
+    )
+    started = time.monotonic()
+    records = commits_module._records([sys.executable, "-c", writer])
+    assert next(records) == b"first"  # complete (the next separator came), while git is still busy
+    assert time.monotonic() - started < 2
+    assert list(records) == [b"second"]
 
 
 def test_blob_id_is_git_hash_object_and_offer_checks_it(repo):
