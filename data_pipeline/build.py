@@ -33,7 +33,7 @@ from data_pipeline.commits import PatchReader
 from data_pipeline.config import MineConfig
 from data_pipeline.context import ContextBuilder
 from data_pipeline.decontam import Decontaminator
-from data_pipeline.dedup import Fingerprint, fingerprint
+from data_pipeline.dedup import Fingerprint, fingerprints
 from data_pipeline.extract import Dropped, Extracted, extract
 from data_pipeline.filters import candidate_drop_reason
 from data_pipeline.gitstore import ObjectReader
@@ -131,10 +131,9 @@ class Prepared:
 
 def shard_fingerprints(path: Path, threshold: float) -> list[tuple[str, str, Fingerprint]]:
     """`Prepared.fingerprints` of a build shard written by an earlier run (replayed on resume)."""
-    return [
-        (row["instance_id"], row["repo"], fingerprint(row["repo"], row["oracle_patch"], threshold))
-        for row in read_rows(path)
-    ]
+    rows = read_rows(path)
+    found = fingerprints([(row["repo"], row["oracle_patch"]) for row in rows], threshold)
+    return [(row["instance_id"], row["repo"], key) for row, key in zip(rows, found, strict=True)]
 
 
 def _extract_shard(
@@ -189,7 +188,8 @@ def prepare_shard(task: BuildTask) -> Prepared:
     write_table(task.rows, records, PREPARED_SCHEMA)
     write_drops(task.drops, drops)
     threshold = task.config.dedup_threshold
-    found = [(c.instance_id, c.repo, fingerprint(c.repo, r.oracle_patch, threshold)) for c, r in rows]
+    keys = fingerprints([(c.repo, r.oracle_patch) for c, r in rows], threshold)
+    found = [(c.instance_id, c.repo, key) for (c, _), key in zip(rows, keys, strict=True)]
     info = {"rows": len(rows), "drops": dict(Counter(d["reason"] for d in drops))}
     return Prepared({**info, "cpu_s": _cpu_since(started)}, found)
 

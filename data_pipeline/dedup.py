@@ -17,16 +17,15 @@ fits in a fixed amount of memory.
 from __future__ import annotations
 
 import hashlib
-import re
 import struct
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
 
 from data_pipeline.spill import SpillMap
 
-_SPACE = re.compile(r"\s+")
 NUM_PERM = 64
 BANDS = 16
 ROWS_PER_BAND = NUM_PERM // BANDS
@@ -43,11 +42,15 @@ _PARAMS = [
 
 
 def changed_lines(patch: str) -> list[str]:
-    """The patch's added and removed lines, whitespace-normalised, with their sign."""
+    """The patch's added and removed lines, whitespace-normalised, with their sign.
+
+    Normalised: runs of whitespace made one space, none at either end (`str.split` with no argument and
+    `\\s` split on the same characters, so this is `re.sub(r"\\s+", " ", line).strip()`, at a third of
+    its cost)."""
     out = []
     for line in patch.splitlines():
         if line[:1] in ("+", "-") and not line.startswith(("+++ ", "--- ")):
-            normal = _SPACE.sub(" ", line[1:]).strip()
+            normal = " ".join(line[1:].split())
             if normal:
                 out.append(line[0] + normal)
     return out
@@ -73,14 +76,20 @@ def _mod_prime(x: np.ndarray) -> np.ndarray:
 
 def minhash(lines: set[str]) -> list[int]:
     """`[min((a * h + b) % _PRIME for h in hashes) for a, b in _PARAMS]`."""
-    return _minhash(lines).tolist()
+    return _minhash_many([lines])[0].tolist()
 
 
-def _minhash(lines: set[str]) -> np.ndarray:
-    """`minhash` as an array, computed exactly in 64-bit integers for all permutations and lines at once:
-    with the Mersenne prime p = 2^61 - 1, 2^61 = 1 and 2^64 = 8 (mod p), so a 122-bit product splits into
-    32-bit halves whose pieces all fit in 64 bits."""
-    hashes = np.array([_hash64(line) for line in lines], dtype=np.uint64)[None, :]
+def _minhash_many(line_sets: list[set[str]]) -> np.ndarray:
+    """`minhash` of each (non-empty) set, one row each, computed exactly in 64-bit integers for all
+    permutations and all the sets' lines at once: NumPy's fixed cost per operation, most of the time for
+    a patch of a few lines, is paid once per shard instead of once per row. With the Mersenne prime
+    p = 2^61 - 1, 2^61 = 1 and 2^64 = 8 (mod p), so a 122-bit product splits into 32-bit halves whose
+    pieces all fit in 64 bits."""
+    hashes = np.fromiter(
+        (_hash64(line) for lines in line_sets for line in lines),
+        dtype=np.uint64,
+        count=sum(map(len, line_sets)),
+    )[None, :]
     x = _mod_prime(hashes)  # a * h = a * (h mod p) (mod p)
     x0, x1 = x & np.uint64(0xFFFFFFFF), x >> np.uint64(32)
     high = (_A1 * x1) << np.uint64(3)  # a1 x1 2^64 = 8 a1 x1 < 2^61
@@ -88,7 +97,8 @@ def _minhash(lines: set[str]) -> np.ndarray:
     mid = (mid >> np.uint64(29)) + ((mid & np.uint64((1 << 29) - 1)) << np.uint64(32))
     low = _mod_prime(_A0 * x0)  # < 2^64 before the fold
     total = _mod_prime(high + mid + low + _B)  # < 2^63 + 2^61
-    return total.min(axis=1)
+    starts = np.fromiter(accumulate(map(len, line_sets[:-1]), initial=0), dtype=np.intp, count=len(line_sets))
+    return np.minimum.reduceat(total, starts, axis=1).T
 
 
 def _concat(old: list[str], new: list[str]) -> list[str]:
@@ -158,18 +168,33 @@ class Fingerprint:
 
 
 def fingerprint(repo: str, patch: str, threshold: float) -> Fingerprint:
-    """A row's fingerprint. It depends on the row alone, so the workers that prepare rows compute it in
-    parallel and the sequential dedup pass only looks keys up."""
-    lines = changed_lines(patch)
-    scope = "" if len(lines) >= MIN_LINES_GLOBAL else repo.lower()
-    exact = hashlib.sha256("\n".join([scope, *lines]).encode("utf-8", "surrogatepass")).hexdigest()
-    unique = set(lines)
-    if len(unique) < MIN_LINES_FOR_NEAR or threshold >= 1:
-        return Fingerprint(exact, None, ())
-    packed = _minhash(unique).astype("<u8").tobytes()
+    """A row's fingerprint (`fingerprints` of one row)."""
+    return fingerprints([(repo, patch)], threshold)[0]
+
+
+def fingerprints(rows: list[tuple[str, str]], threshold: float) -> list[Fingerprint]:
+    """The fingerprint of each (repo, oracle patch). It depends on the row alone, so the workers that
+    prepare rows compute it in parallel, a shard at a time, and the sequential dedup pass only looks keys
+    up."""
+    exact: list[str] = []
+    near: list[set[str]] = []  # the changed lines of the rows long enough for near-duplicate search
+    for repo, patch in rows:
+        lines = changed_lines(patch)
+        scope = "" if len(lines) >= MIN_LINES_GLOBAL else repo.lower()
+        exact.append(hashlib.sha256("\n".join([scope, *lines]).encode("utf-8", "surrogatepass")).hexdigest())
+        unique = set(lines)
+        near.append(unique if len(unique) >= MIN_LINES_FOR_NEAR and threshold < 1 else set())
+    signatures = iter(_minhash_many([lines for lines in near if lines]) if any(near) else ())
     band = ROWS_PER_BAND * 8
-    keys = tuple(
-        f"{i}:{hashlib.blake2b(packed[i * band : (i + 1) * band], digest_size=8).hexdigest()}"
-        for i in range(BANDS)
-    )
-    return Fingerprint(exact, packed.hex(), keys)
+    out = []
+    for key, lines in zip(exact, near, strict=True):
+        if not lines:
+            out.append(Fingerprint(key, None, ()))
+            continue
+        packed = next(signatures).astype("<u8").tobytes()
+        keys = tuple(
+            f"{i}:{hashlib.blake2b(packed[i * band : (i + 1) * band], digest_size=8).hexdigest()}"
+            for i in range(BANDS)
+        )
+        out.append(Fingerprint(key, packed.hex(), keys))
+    return out

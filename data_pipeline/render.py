@@ -8,7 +8,6 @@ tests check on every row (a row whose best answer scores less would teach the po
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Any
 
 from data_pipeline.context import ContextResult
@@ -16,8 +15,6 @@ from data_pipeline.extract import Dropped, Extracted
 from data_pipeline.schema import Candidate
 from data_pipeline.tokens import TokenCounter
 from swerl.edit_format import answer_error
-
-_SPACE = re.compile(r"\s+")
 
 
 def patch_fingerprint(patch: str) -> str:
@@ -27,7 +24,7 @@ def patch_fingerprint(patch: str) -> str:
     compared by `dedup` on the same changed lines.
     """
     changed = [
-        _SPACE.sub(" ", line[1:]).strip()
+        " ".join(line[1:].split())  # whitespace runs made one space, as `dedup.changed_lines` does
         for line in patch.splitlines()
         if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import struct
 
 import pytest
@@ -88,3 +89,40 @@ def test_dedup_decisions_equal_the_pairwise_rule(threshold):
     assert found == [_reference_check(kept, "acme/a", patch, threshold) for patch in patches]
     assert sum("near duplicate" in (why or "") for why in found) > 10
     assert sum(why is None for why in found) > 20
+
+
+def _reference_changed_lines(patch: str) -> list[str]:
+    out = []
+    for line in patch.splitlines():
+        if line[:1] in ("+", "-") and not line.startswith(("+++ ", "--- ")):
+            normal = re.sub(r"\s+", " ", line[1:]).strip()
+            if normal:
+                out.append(line[0] + normal)
+    return out
+
+
+def test_changed_lines_normalise_whitespace_as_the_regex_does():
+    """`str.split()` and `\\s` agree on every whitespace character, Unicode ones included (some of which
+    also end a line for `splitlines`)."""
+    rng = random.Random(1)
+    spaces = [" ", "\t", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\x85", "\xa0", "\u2028", "\u3000", "\ufeff"]
+    for _ in range(300):
+        body = "".join(rng.choice(["x", "y(", "=", "é", "+", *spaces]) for _ in range(rng.randint(0, 20)))
+        patch = f"--- a/f\n+++ b/f\n@@ -1 +1 @@\n{rng.choice('+- ')}{body}\n"
+        assert dedup.changed_lines(patch) == _reference_changed_lines(patch)
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.9, 1.0])
+def test_a_shard_of_fingerprints_equals_one_row_at_a_time(threshold):
+    """Fingerprints made a shard at a time (one NumPy pass for every row's MinHash) are those made row by
+    row, for rows long enough for near-duplicate search or not, in any mix."""
+    rng = random.Random(int(threshold * 10))
+    rows = []
+    for i in range(80):
+        count = rng.choice([0, 1, 2, 4, 5, 6, 12, 40])
+        lines = "".join(f"{rng.choice('+-')}line {rng.randrange(30)} of {i % 7}\n" for _ in range(count))
+        rows.append((rng.choice(["acme/a", "acme/b"]), f"--- a/f\n+++ b/f\n@@ -1 +1 @@\n{lines}"))
+    batch = dedup.fingerprints(rows, threshold)
+    assert batch == [dedup.fingerprint(repo, patch, threshold) for repo, patch in rows]
+    assert any(f.signature is not None for f in batch) == (threshold < 1)
+    assert dedup.fingerprints([], threshold) == []
