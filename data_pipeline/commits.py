@@ -3,10 +3,10 @@
 Spawning git once per commit would cost more than the diff itself on a long history, so the commit
 listing (for `--local`) reads one long `git log` stream, and the patch extraction one `git diff-tree
 --stdin` process kept open per repository and worker; both are split into commits as they arrive.
-Memory holds one commit of the listing at a time, and one batch of a few hundred commits' patches.
-Merges are diffed against their first parent, which is the base branch, so a merge commit and a squash
-commit both give the PR's change. Renames are not detected: a
-rename is a deletion plus an addition, which keeps every path's patch self-contained.
+Memory holds one commit of the listing at a time, and one batch of 128 commits' patches. Merges are
+diffed against their first parent, which is the base branch, so a merge commit and a squash commit both
+give the PR's change. Renames are not detected: a rename is a deletion plus an addition, which keeps
+every path's patch self-contained.
 """
 
 from __future__ import annotations
@@ -177,8 +177,9 @@ class PatchReader(GitPipe):
     """
 
     # Names per write: 41 bytes each stays far below a pipe's buffer, so git is never blocked writing
-    # answers while we are still writing questions (see `ObjectReader._BATCH`).
-    _BATCH = 512
+    # answers while we are still writing questions (see `ObjectReader._BATCH`). A batch's answers are held
+    # together (`patches`): a shard's worth at the default shard size.
+    _BATCH = 128
     _END = b"swerl: end of batch\n"
 
     def __init__(self, git_dir: Path) -> None:
