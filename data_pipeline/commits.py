@@ -219,8 +219,8 @@ class PatchReader(GitPipe):
             yield from (_parse_commit(answers[sha]) for sha in chunk if sha in answers)
 
     def _batch_records(self) -> Iterator[bytes]:
-        """The records of one batch, split on the record separator as they arrive (one commit's patch
-        in memory at a time), up to the echo that ends the batch."""
+        """The records of one batch, split on the record separator as they arrive, up to the echo that
+        ends the batch."""
         assert self._proc.stdout is not None
         buffer = b""
         while True:
