@@ -286,22 +286,22 @@ def term_delta(gone: str, new: str) -> tuple[Counter[str], int]:
     `doc_stats(new)` minus `doc_stats(gone)` gives, terms left at 0 included."""
     words = Counter(_WORD.findall(new))
     words.subtract(_WORD.findall(gone))
-    change: Counter[str] = Counter()
-    length = 0
-    for word, n in words.items():
-        if n:
-            for term in _word_terms(word):
-                change[term] += n
-                length += n
-    return change, length
+    return _term_counts(words)
 
 
 def doc_stats(text: str) -> tuple[Counter[str], int]:
     """(term counts, number of terms) of a document: each distinct word is split once, not per use."""
+    return _term_counts(Counter(_WORD.findall(text)))
+
+
+def _term_counts(words: Counter[str]) -> tuple[Counter[str], int]:
+    """The terms of counted words, and their number: each word's count goes to each of its terms (a
+    word counted 0 adds nothing, a negative count takes away)."""
     counts: Counter[str] = Counter()
     length = 0
-    for word, n in Counter(_WORD.findall(text)).items():
-        for term in _word_terms(word):
-            counts[term] += n
-            length += n
+    for word, n in words.items():
+        if n:
+            for term in _word_terms(word):
+                counts[term] += n
+                length += n
     return counts, length

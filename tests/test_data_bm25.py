@@ -74,6 +74,8 @@ def test_term_delta_is_the_difference_of_the_two_texts_stats():
         new = " ".join(rng.choices(vocabulary, k=rng.randint(0, 12)))
         change, moved = bm25.term_delta(gone, new)
         (before, before_length), (after, after_length) = bm25.doc_stats(gone), bm25.doc_stats(new)
+        # doc_stats, counted from distinct words, against the terms of every occurrence one by one.
+        assert (after, after_length) == (Counter(bm25.terms(new)), len(bm25.terms(new)))
         expected = Counter(after)
         expected.subtract(before)
         assert {t: n for t, n in change.items() if n} == {t: n for t, n in expected.items() if n}
