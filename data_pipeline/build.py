@@ -131,9 +131,14 @@ class Prepared:
 
 def shard_fingerprints(path: Path, threshold: float) -> list[tuple[str, str, Fingerprint]]:
     """`Prepared.fingerprints` of a build shard written by an earlier run (replayed on resume)."""
-    rows = read_rows(path)
-    found = fingerprints([(row["repo"], row["oracle_patch"]) for row in rows], threshold)
-    return [(row["instance_id"], row["repo"], key) for row, key in zip(rows, found, strict=True)]
+    return _fingerprinted(read_rows(path), threshold)
+
+
+def _fingerprinted(records: list[dict[str, Any]], threshold: float) -> list[tuple[str, str, Fingerprint]]:
+    """(instance id, repo, dedup fingerprint) of each record of a build shard, as prepare writes it and
+    as a resumed run reads it back: one shard at a time (`dedup.fingerprints`)."""
+    keys = fingerprints([(record["repo"], record["oracle_patch"]) for record in records], threshold)
+    return [(record["instance_id"], record["repo"], key) for record, key in zip(records, keys, strict=True)]
 
 
 def _extract_shard(
@@ -187,9 +192,7 @@ def prepare_shard(task: BuildTask) -> Prepared:
     ]
     write_table(task.rows, records, PREPARED_SCHEMA)
     write_drops(task.drops, drops)
-    threshold = task.config.dedup_threshold
-    keys = fingerprints([(c.repo, r.oracle_patch) for c, r in rows], threshold)
-    found = [(c.instance_id, c.repo, key) for (c, _), key in zip(rows, keys, strict=True)]
+    found = _fingerprinted(records, task.config.dedup_threshold)
     info = {"rows": len(rows), "drops": dict(Counter(d["reason"] for d in drops))}
     return Prepared({**info, "cpu_s": _cpu_since(started)}, found)
 
