@@ -1,27 +1,36 @@
-"""Scoring predictions: the official SWE-bench harness (Docker), or a local check with our backend.
+"""Scoring predictions: the official SWE-bench harness (Docker), or the local harness on this machine.
 
-The official harness is the number to report; it needs a Docker engine and the `swebench` package, and
-`evaluate_official` says so plainly when either is missing. Each call gets a fresh run id, because the
-harness skips instances whose report for that run id already exists, which would silently reuse an
-old result. `evaluate_locally` applies the prediction and the instance's test patch with an execution
-backend and applies SWE-bench's rule (all FAIL_TO_PASS and PASS_TO_PASS tests pass); it is for the
-offline path and tests, not a substitute for the harness's per-repository environments.
+`evaluate_official` runs swebench 5.x's `run_evaluation` (Docker images) and says plainly when the engine
+or the package is missing. Each call gets a fresh run id, because the harness skips instances whose
+report for that run id already exists, which would silently reuse an old result.
+
+`evaluate_local` is the same judgement without Docker (`LocalBackend.evaluate`: a fresh checkout per
+instance, the harness's patch commands, test files reset, the instance's test command, the harness's
+parser and grading). It also lists environment failures: tests that fail with the gold patch in the
+local environment (they need the network, a system library, ...), and reports each verdict strictly
+and without them, side by side.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as dt
 import json
 import secrets
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentless.execution.base import ExecutionBackend
+from agentless.execution.harness import grade_log, harness_api
 from agentless.instances import Instance
+from swerl.errors import UserError
+
+if TYPE_CHECKING:
+    from agentless.execution.local import LocalBackend
 
 
 class HarnessUnavailable(RuntimeError):
@@ -29,35 +38,146 @@ class HarnessUnavailable(RuntimeError):
 
 
 def read_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
-    rows = {}
-    with Path(path).open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                row = json.loads(line)
-                rows[row["instance_id"]] = row
-    return rows
+    """Predictions by instance id from a .jsonl file (one per line) or a .json list / id-keyed dict."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such predictions file (or pass gold / empty)")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+            rows = list(data.values()) if isinstance(data, dict) else list(data)
+        else:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}: not JSON / JSON lines: {err}") from err
+    if not all(isinstance(r, dict) and "instance_id" in r for r in rows):
+        raise UserError(f"{path}: every prediction needs an instance_id")
+    return {str(r["instance_id"]): r for r in rows}
 
 
-def evaluate_locally(
-    instances: Sequence[Instance], predictions: str | Path, backend: ExecutionBackend
-) -> dict[str, dict[str, Any]]:
-    """Per instance: `resolved`, the run status and each listed test's status."""
-    preds = read_predictions(predictions)
-    report: dict[str, dict[str, Any]] = {}
-    for inst in instances:
-        patch = str(preds.get(inst.instance_id, {}).get("model_patch") or "")
-        if not patch:
-            report[inst.instance_id] = {"resolved": False, "status": "empty_patch"}
-            continue
-        tests = [*inst.fail_to_pass, *inst.pass_to_pass]
-        run = backend.run_tests(inst, tests, [patch, inst.test_patch])
-        resolved = run.status == "ok" and all(run.passed(t) for t in tests)
-        report[inst.instance_id] = {
-            "resolved": resolved,
-            "status": run.status,
-            "FAIL_TO_PASS": {t: run.results.get(t, "MISSING") for t in inst.fail_to_pass},
-            "PASS_TO_PASS": {t: run.results.get(t, "MISSING") for t in inst.pass_to_pass},
+def predictions_for(source: str, instances: Sequence[Instance]) -> dict[str, dict[str, Any]]:
+    """`gold` (the instances' own patches, as the harness's `gold`), `empty` (no patch), or a file."""
+    if source in ("gold", "empty"):
+        return {
+            i.instance_id: {
+                "instance_id": i.instance_id,
+                "model_name_or_path": source,
+                "model_patch": i.patch if source == "gold" else "",
+            }
+            for i in instances
         }
+    return read_predictions(source)
+
+
+def failure_reason(log: str, test: str, status: str) -> str:
+    """Why a test failed, from pytest's `-rA` summary (`FAILED id - message`), else its status."""
+    for line in log.splitlines():
+        for word in ("FAILED", "ERROR"):
+            prefix = f"{word} {test} - "
+            if line.startswith(prefix):
+                return line[len(prefix) :].strip()[:300]
+    return status
+
+
+def _evaluate_one(
+    inst: Instance, pred: dict[str, Any], backend: LocalBackend, out_dir: Path, env_failures: dict[str, Any]
+) -> dict[str, Any]:
+    """One instance's row: the harness's verdict, the verdict without environment failures, the log."""
+    patch = pred.get("model_patch")
+    logs = out_dir / "logs" / inst.instance_id
+    logs.mkdir(parents=True, exist_ok=True)
+    if not patch:
+        return {"instance_id": inst.instance_id, "status": "empty_patch", "resolved": False}
+    (logs / "patch.diff").write_text(patch, encoding="utf-8")
+    try:
+        run = backend.evaluate(inst, patch, logs / "test_output.txt")
+    except Exception as err:  # one instance must not stop the run; its row and log say what happened
+        (logs / "run_instance.log").write_text(traceback.format_exc(), encoding="utf-8")
+        return {
+            "instance_id": inst.instance_id,
+            "status": "error",
+            "resolved": False,
+            "error": str(err)[:2000],
+        }
+    report = run.report
+    tests = report.get("tests_status", {})
+    failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(kind, {}).get("failure", [])]
+    if pred.get("model_name_or_path") == "gold":
+        known = {t: failure_reason(run.log, t, run.statuses.get(t, "MISSING")) for t in failing}
+    else:
+        known = {t: r for t, r in env_failures.get(inst.instance_id, {}).items()}
+    if not report.get("patch_successfully_applied"):
+        status, lenient = "error", False
+    else:
+        status = "resolved" if report["resolved"] else "unresolved"
+        ignore = frozenset(known)
+        lenient = report["resolved"] or (
+            bool(ignore)
+            and grade_log(inst, run.plan, patch, str(logs / "test_output.txt"), ignore)["resolved"]
+        )
+    row = {
+        "instance_id": inst.instance_id,
+        "status": status,
+        "resolved": bool(report.get("resolved")),
+        "resolved_without_env_failures": bool(lenient),
+        "env_failures": known,
+        "plan": run.plan.source,
+        "tests_status": tests,
+    }
+    (logs / "report.json").write_text(json.dumps(row, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return row
+
+
+def evaluate_local(
+    instances: Sequence[Instance],
+    predictions: dict[str, dict[str, Any]],
+    backend: LocalBackend,
+    out_dir: Path,
+    *,
+    workers: int = 1,
+    env_failures: dict[str, dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """Evaluate predictions with the local harness; writes `out_dir/report.json` (like the harness's run
+    report, plus environment failures), `out_dir/logs/<id>/` and, for gold, `out_dir/env_failures.json`.
+
+    Instances without a prediction are not evaluated (counted in `total_instances` only), as the harness
+    does. Environment failures of a gold run are the tests that fail with the gold patch here; given to a
+    later run (`env_failures`), they yield its verdict without them next to the strict one.
+    """
+    wanted = [i for i in instances if i.instance_id in predictions]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    known = env_failures or {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        rows = list(
+            pool.map(lambda i: _evaluate_one(i, predictions[i.instance_id], backend, out_dir, known), wanted)
+        )
+    rows.sort(key=lambda r: r["instance_id"])
+
+    def ids(pred: Callable[[dict[str, Any]], bool]) -> list[str]:
+        return [r["instance_id"] for r in rows if pred(r)]
+
+    found = {r["instance_id"]: r["env_failures"] for r in rows if r.get("env_failures")}
+    report = {
+        "total_instances": len(instances),
+        "submitted_instances": len(wanted),
+        "completed_instances": len(ids(lambda r: r["status"] in ("resolved", "unresolved"))),
+        "resolved_instances": len(ids(lambda r: r["resolved"])),
+        "resolved_without_env_failures": len(ids(lambda r: r.get("resolved_without_env_failures", False))),
+        "resolved_ids": ids(lambda r: r["resolved"]),
+        "unresolved_ids": ids(lambda r: r["status"] == "unresolved"),
+        "empty_patch_ids": ids(lambda r: r["status"] == "empty_patch"),
+        "error_ids": ids(lambda r: r["status"] == "error"),
+        "env_failure_ids": sorted(found),
+        "resolved_without_env_failures_ids": ids(lambda r: r.get("resolved_without_env_failures", False)),
+        "instances": {r["instance_id"]: r for r in rows},
+    }
+    (out_dir / "report.json").write_text(
+        json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    if any(p.get("model_name_or_path") == "gold" for p in predictions.values()):
+        text = json.dumps(found, indent=2, sort_keys=True) + "\n"
+        (out_dir / "env_failures.json").write_text(text, encoding="utf-8")
     return report
 
 
@@ -80,9 +200,9 @@ def docker_problem() -> str | None:
 def harness_problem() -> str | None:
     """None when the official harness can run here, else what is missing."""
     try:
-        import swebench.harness.run_evaluation  # noqa: F401
-    except ImportError:
-        return "the `swebench` package is not installed (pip install swebench)"
+        harness_api()
+    except UserError as err:
+        return str(err)
     return docker_problem()
 
 
@@ -99,9 +219,9 @@ def official_command(
     split: str = "test",
     max_workers: int = 4,
     instance_ids: Sequence[str] = (),
-    namespace: str | None = None,
 ) -> list[str]:
-    """The `python -m swebench.harness.run_evaluation` command line."""
+    """The `python -m swebench.harness.run_evaluation` command line (swebench 5.x: images are named by
+    the dataset's `image` column, so there is no namespace option)."""
     cmd = [
         sys.executable,
         "-m",
@@ -119,8 +239,6 @@ def official_command(
     ]
     if instance_ids:
         cmd += ["--instance_ids", *instance_ids]
-    if namespace is not None:
-        cmd += ["--namespace", namespace]
     return cmd
 
 
@@ -131,7 +249,6 @@ def evaluate_official(
     split: str = "test",
     max_workers: int = 4,
     instance_ids: Sequence[str] = (),
-    namespace: str | None = None,
     run_id: str | None = None,
     cwd: str | Path | None = None,
 ) -> tuple[str, int]:
@@ -147,6 +264,5 @@ def evaluate_official(
         split=split,
         max_workers=max_workers,
         instance_ids=instance_ids,
-        namespace=namespace,
     )
     return run_id, subprocess.run(cmd, cwd=cwd, check=False).returncode

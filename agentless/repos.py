@@ -67,6 +67,48 @@ def repo_slug(repo: str) -> str:
     return repo.replace("/", "__")
 
 
+def clone_names(repo: str) -> list[str]:
+    """The names a clone of `owner/name` goes by in a directory of clones, most specific first."""
+    owner, name = repo.split("/")
+    stems = [repo_slug(repo), f"{owner}+{name}", f"{owner}/{name}", name]
+    return [n for stem in stems for n in (stem, f"{stem}.git")]
+
+
+def _is_git_dir(path: Path) -> bool:
+    """A work tree (with .git) or a bare repository (HEAD, objects/ and refs/ at the top)."""
+    return (path / ".git").exists() or all((path / n).exists() for n in ("HEAD", "objects", "refs"))
+
+
+def find_clone(root: Path, repo: str) -> Path | None:
+    """A clone of `repo` under `root` in any usual layout, or None.
+
+    Names as `clone_names` lists them; each may be the repository itself or hold it as `repo/` (the
+    layout of mirrors fetched as `owner+name/repo`). Names are matched case-insensitively, since GitHub's
+    are.
+    """
+    if not root.is_dir():
+        return None
+    entries = {p.name.lower(): p for p in root.iterdir()}
+    owner_dirs = {p.name.lower(): p for p in root.iterdir() if p.is_dir()}
+    for name in clone_names(repo):
+        if "/" in name:
+            owner, rest = name.split("/")
+            parent = owner_dirs.get(owner.lower())
+            path = (
+                next((p for p in parent.iterdir() if p.name.lower() == rest.lower()), None)
+                if parent
+                else None
+            )
+        else:
+            path = entries.get(name.lower())
+        if path is None:
+            continue
+        for candidate in (path, path / "repo", path / "repo.git"):
+            if candidate.is_dir() and _is_git_dir(candidate):
+                return candidate.resolve()
+    return None
+
+
 class RepoCache:
     """Bare mirrors under `root`; see the module docstring for where they come from."""
 
@@ -82,14 +124,14 @@ class RepoCache:
 
     def _source(self, repo: str) -> str:
         if self.mirror_dir is not None:
-            owner, name = repo.split("/")
-            slug = repo_slug(repo)
-            for candidate in (slug, f"{slug}.git", name, f"{name}.git", f"{owner}/{name}"):
-                path = self.mirror_dir / candidate
-                if path.exists():
-                    return str(path.resolve())
+            found = find_clone(self.mirror_dir, repo)
+            if found is not None:
+                return str(found)
             if self.offline:
-                raise RepoError(f"{repo}: no clone under {self.mirror_dir} (looked for owner__name, name)")
+                raise RepoError(
+                    f"{repo}: no clone under {self.mirror_dir} (looked for {', '.join(clone_names(repo))}, "
+                    "bare or not)"
+                )
         if self.offline:
             raise RepoError(f"{repo}: not cached at {self.bare_path(repo)} and running offline")
         return f"https://github.com/{repo}.git"
@@ -178,6 +220,19 @@ class RepoCache:
         except RepoError:
             return None
         return data.decode("utf-8", errors="replace")
+
+    def checkout(self, repo: str, commit: str, dest: str | Path) -> Path:
+        """A git work tree of `commit` at `dest` (a fresh directory), sharing the mirror's objects.
+
+        For tests: the harness's patch commands need a repository (`git apply --3way`, a reset between
+        attempts, `git checkout <base> -- <test files>`). No hooks run (hooksPath is /dev/null), and the
+        mirror is never written.
+        """
+        bare = self.ensure(repo, commit)
+        target = Path(dest)
+        run_git(["clone", "--quiet", "--shared", "--no-checkout", str(bare), str(target)])
+        run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit], cwd=target)
+        return target
 
     def export(self, repo: str, commit: str, dest: str | Path) -> Path:
         """Write the commit's tree into `dest` (must be empty or missing). Runs no repository hooks."""

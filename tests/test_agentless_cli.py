@@ -10,7 +10,9 @@ import pytest
 
 from agentless.evaluate import HarnessUnavailable, docker_problem, fresh_run_id, official_command
 from agentless.execution.docker import instance_image
+from agentless.instances import instance_from_row
 from swerl.cli import agentless
+from swerl.errors import UserError
 
 
 def _main(argv: list[str]) -> int:
@@ -57,7 +59,8 @@ def test_evaluate_says_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFix
         has_swebench = False
     if has_swebench and docker_problem() is None:
         pytest.skip("a Docker engine and swebench are available here")
-    assert _main(["agentless", "evaluate", "--predictions", str(tmp_path / "p.jsonl")]) == 1
+    argv = ["agentless", "evaluate", "--backend", "docker", "--dataset", "lite"]
+    assert _main([*argv, "--predictions", str(tmp_path / "p.jsonl")]) == 1
     assert "cannot run the SWE-bench harness" in capsys.readouterr().err
 
 
@@ -77,5 +80,14 @@ def test_harness_command_and_image_names() -> None:
         "p.jsonl", dataset="princeton-nlp/SWE-bench_Lite", run_id=a, instance_ids=["x__y-1"]
     )
     assert cmd[1:3] == ["-m", "swebench.harness.run_evaluation"] and cmd[-2:] == ["--instance_ids", "x__y-1"]
-    image = instance_image("astropy__astropy-12907")
-    assert image.startswith("swebench/sweb.eval.") and image.endswith(".astropy_1776_astropy-12907:latest")
+    assert "--namespace" not in cmd  # gone in swebench 5.x
+
+    row = {"instance_id": "a__b-1", "repo": "a/b", "base_commit": "0" * 40, "problem_statement": "p"}
+    image = "swebench/sweb.eval.x86_64.a_1776_b-1:latest"
+    script = "\n".join(
+        ["cd /testbed", ": '>>>>> Start Test Output'", "pytest -rA t/test_x.py", ": '>>>>> End"]
+    )
+    full = instance_from_row({**row, "image": image, "eval_script": script + " Test Output'"})
+    assert instance_image(full) == image
+    with pytest.raises(UserError, match="image, eval_script and log_parser columns"):
+        instance_image(instance_from_row(row))  # a 4.x-era row: refused, not guessed

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentless.demo import GOLD_ANSWER, build_demo
-from agentless.evaluate import evaluate_locally
+from agentless.evaluate import evaluate_local, read_predictions
 from agentless.execution.envs import EnvManager
 from agentless.execution.local import LocalBackend
 from agentless.instances import Instance
@@ -126,8 +126,9 @@ def test_scripted_engine_fixes_the_failing_test(demo: tuple[Instance, Path, Path
     repair_calls = [c for c in engine.calls if c.max_new_tokens == cfg.max_new_tokens]
     assert [(c.n, c.temperature) for c in repair_calls] == [(1, 0.0), (5, cfg.temperature)]
 
-    report = evaluate_locally([instance], predictions, ctx.backend)  # type: ignore[arg-type]
-    assert report[instance.instance_id]["resolved"] is True
+    preds = read_predictions(predictions)
+    report = evaluate_local([instance], preds, ctx.backend, tmp_path / "eval")  # type: ignore[arg-type]
+    assert report["resolved_ids"] == [instance.instance_id]
 
 
 def test_resume_skips_finished_instances(demo: tuple[Instance, Path, Path], tmp_path: Path) -> None:
@@ -182,9 +183,8 @@ def test_an_interpreter_under_tmp_stays_visible_in_the_sandbox(tmp_path: Path) -
     python = str(env_dir / "bin" / "python")
     workdir = tmp_path / "work"
     workdir.mkdir()
-    cmd = bwrap_command(
-        shutil.which("bwrap") or "bwrap", python, workdir, ["-c", "import sys; print(sys.prefix)"]
-    )
+    argv = [python, "-c", "import sys; print(sys.prefix)"]
+    cmd = bwrap_command(shutil.which("bwrap") or "bwrap", python, workdir, argv, {"PATH": "/usr/bin:/bin"})
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(env_dir)

@@ -1,19 +1,21 @@
-"""Docker execution backend: the official SWE-bench instance images (`sweb.eval.<arch>.<id>`).
+"""Docker execution backend: the official SWE-bench instance images, on the swebench 5.x API.
 
 Each image holds the repository at /testbed at the base commit and a conda env `testbed` with the
-repository installed, exactly as the official harness evaluates. Reranking runs *selected* tests
-there (never the hidden test patch): a container per request, the patches copied in and applied with
-`git apply`, then the repository's own test command from the `swebench` package's specs (pytest with
-`-rA` when the package is missing) on the test files. Results are read with the `swebench` log parser
-for the repository when available, else as pytest's `-rA` summary.
+repository installed, exactly as the official harness evaluates. swebench 5.x datasets name each
+instance's image (`image` column), its evaluation script (`eval_script`) and log parser (`log_parser`);
+this backend reads them from the instance and stops with a clear error when a row lacks them (a 4.x-era
+export) or the installed `swebench` is not 5.x, rather than guess a test command.
 
-Everything Docker-related is imported or called lazily; constructing the backend without an engine
-raises `HarnessUnavailable` with the reason.
+Reranking runs *selected* tests there (never the hidden test patch): a container per request, the
+patches applied with the harness's commands, then the test command of the instance's eval script with
+its test files replaced by the requested ones. Results are read with the instance's log parser.
+
+Everything Docker-related is called lazily; constructing the backend without an engine raises
+`HarnessUnavailable` with the reason.
 """
 
 from __future__ import annotations
 
-import platform
 import shlex
 import subprocess
 import tempfile
@@ -22,65 +24,70 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentless.evaluate import HarnessUnavailable, docker_problem
-from agentless.execution.base import TestRun, parse_pytest_report, test_files
-from agentless.instances import Instance, instance_to_row
-
-DEFAULT_TEST_CMD = "pytest -rA -p no:cacheprovider"
-
-
-def instance_image(instance_id: str, namespace: str = "swebench", tag: str = "latest") -> str:
-    """The published image of an instance (`__` is spelled `_1776_` in Docker Hub names)."""
-    arch = "arm64" if platform.machine() in {"aarch64", "arm64"} else "x86_64"
-    name = f"sweb.eval.{arch}.{instance_id.lower()}:{tag}"
-    return f"{namespace}/{name}".replace("__", "_1776_") if namespace else name
+from agentless.execution.base import TestRun, test_files
+from agentless.execution.harness import eval_plan, harness_api, patch_files, test_spec
+from agentless.instances import Instance
+from swerl.errors import UserError
 
 
-def _repo_test_cmd(instance: Instance) -> str:
-    try:
-        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
-    except ImportError:
-        return DEFAULT_TEST_CMD
-    specs = MAP_REPO_VERSION_TO_SPECS.get(instance.repo, {}).get(instance.version, {})
-    cmd = specs.get("test_cmd", DEFAULT_TEST_CMD)
-    return cmd[-1] if isinstance(cmd, list) else str(cmd)
+def instance_image(instance: Instance) -> str:
+    """The instance's image as the 5.x dataset names it; UserError for rows without the column."""
+    image = str(instance.extra.get("image") or "")
+    if not image or "eval_script" not in instance.extra:
+        raise UserError(
+            f"{instance.instance_id}: the Docker backend needs the dataset's image, eval_script and "
+            "log_parser columns (swebench 5.x datasets); this row has none"
+        )
+    return image
+
+
+def selected_test_cmd(instance: Instance, tests: Sequence[str]) -> str:
+    """The eval script's test command with its test files replaced by those of `tests`."""
+    plan = eval_plan(instance)
+    own = set(plan.reset_files) | set(patch_files(instance.test_patch))
+    lines = plan.test_cmd.split("\n")
+    words = shlex.split(lines[-1])
+    kept = [w for w in words if w not in own]
+    if len(kept) == len(words):
+        raise UserError(
+            f"{instance.instance_id}: cannot select tests in its test command {lines[-1]!r} "
+            "(it names no test file of the test patch)"
+        )
+    return "\n".join([*lines[:-1], shlex.join([*kept, *test_files(tests)])])
 
 
 def _parse(instance: Instance, log: str) -> dict[str, str]:
-    try:
-        from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
-        from swebench.harness.test_spec.test_spec import make_test_spec
-
-        parser = MAP_REPO_TO_PARSER[instance.repo]
-        parsed = parser(log, make_test_spec(instance_to_row(instance)))
-        return {k: str(getattr(v, "value", v)) for k, v in parsed.items()}
-    except Exception:  # the package is optional and its API moves; pytest's summary is the fallback
-        return parse_pytest_report(log)
+    plan = eval_plan(instance)
+    return harness_api().PARSER_REGISTRY[plan.log_parser](log, test_spec(instance, plan))
 
 
 @dataclass
 class DockerBackend:
-    """`ExecutionBackend` over the official images. `namespace=""` uses locally built images."""
+    """`ExecutionBackend` over the official images named by the dataset."""
 
-    namespace: str = "swebench"
     timeout_s: float = 1800.0
     docker: str = "docker"
 
     def __post_init__(self) -> None:
+        harness_api()  # the swebench 5.x API, or a clear error
         problem = docker_problem()
         if problem is not None:
             raise HarnessUnavailable(f"the Docker backend needs a Docker engine: {problem}")
 
     def run_tests(self, instance: Instance, tests: Sequence[str], patches: Sequence[str] = ()) -> TestRun:
-        image = instance_image(instance.instance_id, self.namespace)
+        image = instance_image(instance)
         with tempfile.TemporaryDirectory(prefix="swerl-docker-") as tmp:
             script = ["set -u", "cd /testbed", "source /opt/miniconda3/bin/activate testbed"]
             for i, patch in enumerate(patches):
                 Path(tmp, f"{i}.patch").write_text(patch, encoding="utf-8")
-                apply = f"git apply --whitespace=nowarn /patches/{i}.patch"
-                script.append(f"{apply} || {{ echo SWERL_APPLY_FAILED; exit 97; }}")
+                attempts = " || ".join(
+                    f"{{ git checkout -q -- . ; git clean -fdq ; {cmd} /patches/{i}.patch ; }}"
+                    for cmd in harness_api().GIT_APPLY_CMDS
+                )
+                script.append(f"{{ {attempts} ; }} || {{ echo SWERL_APPLY_FAILED; exit 97; }}")
+                script.append("git add -A && git -c user.name=swerl -c user.email=s@l commit -qm p")
             if tests:
-                files = " ".join(shlex.quote(f) for f in test_files(tests))
-                script.append(f"{_repo_test_cmd(instance)} {files}")
+                script.append(selected_test_cmd(instance, tests))
             cmd = [
                 self.docker,
                 "run",

@@ -1,11 +1,15 @@
-"""Python environments for running a repository's tests locally.
+"""Python environments for running a repository's tests locally, one per (repository, version).
 
-Fast path: a repository that declares no dependencies (stdlib-only code tested with pytest) runs under
-one shared interpreter that has pytest, the base interpreter itself when it has pytest, else one venv
-created once. Other repositories get a venv per (repository, environment key) where the dependencies
-are installed once (`pip install -e` of a pristine copy); at test time the exported tree is first on
-`PYTHONPATH`, so the code under test is the patched copy, not the installed one. Packages with compiled
-extensions are out of reach of this shortcut; use the Docker backend for them.
+What an environment is built from: an `EnvSpec` (the Python version, found on this machine through
+PATH, pyenv or uv; pinned packages; install steps that need no root), as SWE-bench builds its images per
+repository and version. `load_env_specs` reads them from JSON (the built-in `env_specs.json` or the
+user's). Without a spec: the base interpreter and an editable install of the project's declared
+dependencies; a repository that declares none (stdlib code tested with pytest) shares one interpreter
+that has pytest and finds the code through PYTHONPATH.
+
+The install goes into a venv next to a `testbed` directory holding a copy of the project; the code under
+test is never the environment's: each test run replaces the testbed with its own fresh tree
+(`LocalBackend`), so the editable install, whatever the layout, always resolves to that tree.
 
 Without network access, `wheelhouse` makes every install take wheels from a directory, no index. The venvs
 stay self-contained (pytest is installed into each, not borrowed from the base interpreter through
@@ -16,15 +20,24 @@ plugins would otherwise leak into every repository's tests.
 from __future__ import annotations
 
 import ast
+import contextlib
+import fcntl
+import glob
+import hashlib
+import json
+import os
 import shutil
 import subprocess
 import sys
+import threading
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentless.instances import Instance
 from agentless.repos import repo_slug
+from swerl.errors import UserError
 
 
 class EnvSetupError(RuntimeError):
@@ -81,9 +94,112 @@ def has_pytest(python: str) -> bool:
     return done.returncode == 0
 
 
+@dataclass(frozen=True)
+class EnvSpec:
+    """How to build the environment of one (repository, version), as the harness's images are built.
+
+    `python` is a version ("3.9") looked up on this machine; `packages` are pip requirements installed
+    first (the harness's pinned packages); `pre_install` and `install` are shell lines run in the testbed
+    with the environment's `bin` first on PATH (so `python` and `pip` are its own). Nothing runs as root:
+    system packages (apt) are out of reach and must already be on the machine.
+    """
+
+    python: str | None = None
+    packages: tuple[str, ...] = ()
+    pre_install: tuple[str, ...] = ()
+    install: str = "python -m pip install -e ."
+
+    def key(self) -> str:
+        """A short digest of the spec: a changed spec gets a new environment, never a stale one."""
+        text = json.dumps([self.python, self.packages, self.pre_install, self.install])
+        return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+BUILTIN_SPECS = Path(__file__).with_name("env_specs.json")
+
+
+def load_env_specs(path: str | Path = BUILTIN_SPECS) -> dict[str, dict[str, EnvSpec]]:
+    """Specs from JSON: `{"owner/name": {"version": {"python", "packages", "pre_install", "install"}}}`.
+
+    A repository's `"*"` entry applies to versions it does not list.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: cannot read environment specs: {err}") from err
+    specs: dict[str, dict[str, EnvSpec]] = {}
+    for repo, versions in data.items():
+        if repo.startswith("_"):
+            continue  # comments
+        for version, raw in versions.items():
+            unknown = set(raw) - {"python", "packages", "pre_install", "install"}
+            if unknown:
+                raise UserError(f"{path}: {repo} {version}: unknown keys {sorted(unknown)}")
+            specs.setdefault(repo, {})[version] = EnvSpec(
+                python=raw.get("python"),
+                packages=tuple(raw.get("packages", ())),
+                pre_install=tuple(raw.get("pre_install", ())),
+                install=raw.get("install", EnvSpec.install),
+            )
+    return specs
+
+
+def python_candidates(version: str) -> list[str]:
+    """Where an interpreter of `version` may live: PATH, pyenv (PYENV_ROOT, ~/.pyenv, /root/.pyenv), uv."""
+    found = [shutil.which(f"python{version}") or ""]
+    roots = [os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv"), "/root/.pyenv"]
+    for root in dict.fromkeys(r for r in roots if r):
+        found += sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"), reverse=True)
+    uv_root = os.environ.get("UV_PYTHON_INSTALL_DIR") or str(Path.home() / ".local/share/uv/python")
+    found += sorted(glob.glob(f"{uv_root}/cpython-{version}.*/bin/python{version}"), reverse=True)
+    return [f for f in dict.fromkeys(found) if f]
+
+
+def find_python(version: str) -> str:
+    """An interpreter of `version` that runs (a pyenv shim may exist for a version it does not serve)."""
+    for candidate in python_candidates(version):
+        probe = "import sys; print('%d.%d' % sys.version_info[:2])"
+        done = subprocess.run([candidate, "-c", probe], capture_output=True, text=True, check=False)
+        if done.returncode == 0 and done.stdout.strip() == version:
+            return candidate
+    raise EnvSetupError(
+        f"no Python {version} on this machine (looked on PATH, in pyenv and uv installs): install it "
+        f"(pyenv install {version}, uv python install {version}) or pass --python"
+    )
+
+
+@dataclass(frozen=True)
+class TestEnv:
+    """An interpreter to run an instance's tests with, and where the code under test must be put.
+
+    `testbed` is set for environments that install the project: their install (editable) points at that
+    directory, so each run puts its own fresh tree there, under `lock`, and the environment never holds
+    code of its own. Without a testbed the tree can be anywhere and is found through PYTHONPATH.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    python: str
+    testbed: Path | None = None
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive use of the testbed across threads and processes (one tree at a time)."""
+        if self.testbed is None:
+            yield
+            return
+        with (self.testbed.parent / ".lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 @dataclass
 class EnvManager:
-    """Hands out an interpreter for a repository; creates venvs under `root` when it has to."""
+    """Hands out test environments for instances; creates venvs under `root` when it has to."""
 
     root: Path
     base_python: str = field(default_factory=lambda: sys.executable)
@@ -93,12 +209,16 @@ class EnvManager:
     """Install wheels from this directory and never contact an index (`pip --no-index --find-links`; pip
     still adds find-links of its own config), for machines without network access. It must hold pytest,
     the build backends the repositories declare (setuptools, wheel, ...) and every dependency, all for
-    `base_python`'s version. Other pip settings (a private index, a proxy) need no option here: pip reads
-    them from its own config and `PIP_*` variables, which the installs inherit."""
+    the environment's Python version. Other pip settings (a private index, a proxy) need no option here:
+    pip reads them from its own config and `PIP_*` variables, which the installs inherit."""
+    specs: dict[str, dict[str, EnvSpec]] = field(default_factory=dict)
+    """Per repository and version, how to build its environment (`load_env_specs`); an instance without
+    one gets the base Python and an editable install of its declared dependencies."""
     _shared: str | None = field(default=None, repr=False)
     _failed: dict[Path, str] = field(default_factory=dict, repr=False)
     """Why creating a venv failed, so that the next instance of that repository fails at once instead of
     repeating a slow install (pip retries an unreachable index for minutes)."""
+    _creating: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         if self.wheelhouse is not None:
@@ -106,58 +226,84 @@ class EnvManager:
             if not self.wheelhouse.is_dir():
                 raise ValueError(f"wheelhouse {self.wheelhouse} is not a directory")
 
+    def spec_for(self, instance: Instance) -> EnvSpec | None:
+        versions = self.specs.get(instance.repo, {})
+        return versions.get(instance.version) or versions.get("*")
+
     def shared_python(self) -> str:
         """The fast-path interpreter: the base one when it has pytest, else a venv with just pytest."""
         if self._shared is None:
             if has_pytest(self.base_python):
                 self._shared = self.base_python
             else:
-                self._shared = self._create(
-                    self.root / "shared-pytest", None, "the shared pytest environment"
-                )
+                env = self.root / "shared-pytest"
+                self._shared = self._create(env, None, EnvSpec(), "the shared pytest environment")
         return self._shared
 
-    def python_for(self, instance: Instance, tree: Path) -> str:
-        """The interpreter to run `instance`'s tests with (`tree` is an export of its base commit)."""
+    def env_for(self, instance: Instance, tree: Path) -> TestEnv:
+        """The environment to run `instance`'s tests in (`tree` is a pristine checkout of its base)."""
         if self.python:
-            return self.python
-        requirements = declared_requirements(tree)
-        if requirements == []:
-            return self.shared_python()
-        key = instance.environment_setup_commit or instance.version or instance.base_commit
-        venv = self.root / repo_slug(instance.repo) / key[:40]
-        return self._create(venv, tree, f"{instance.repo} (environment {key[:40]})")
+            return TestEnv(self.python)
+        spec = self.spec_for(instance)
+        if spec is None:
+            if declared_requirements(tree) == []:
+                return TestEnv(self.shared_python())
+            spec = EnvSpec()
+        key = instance.version or instance.environment_setup_commit[:12] or instance.base_commit[:12]
+        env = self.root / repo_slug(instance.repo) / f"{key}-{spec.key()}"
+        with self._creating:
+            python = self._create(env, tree, spec, f"{instance.repo} (environment {key})")
+        return TestEnv(python, env / "testbed")
 
-    def _create(self, venv: Path, project: Path | None, owner: str) -> str:
-        """A venv with pytest and, given `project`, an editable install of a pristine copy of it.
+    def python_for(self, instance: Instance, tree: Path) -> str:
+        """The interpreter of `env_for` (for callers that only need to know which one it is)."""
+        return self.env_for(instance, tree).python
 
-        Raises EnvSetupError naming `owner` and what to do. A half-made venv (this failure, or an
+    def _create(self, env: Path, project: Path | None, spec: EnvSpec, owner: str) -> str:
+        """A venv at `env/venv` with pytest and the spec's packages; given `project`, a copy of it at
+        `env/testbed` installed by the spec's steps. Returns its interpreter.
+
+        Raises EnvSetupError naming `owner` and what to do. A half-made environment (this failure, or an
         interrupted earlier run) is removed, so that the next attempt starts clean.
         """
-        python = venv / "bin" / "python"
-        if (venv / ".swerl-ready").exists():
+        python = env / "venv" / "bin" / "python"
+        if (env / ".swerl-ready").exists():
             return str(python)
-        if venv in self._failed:
-            raise EnvSetupError(self._failed[venv])
-        shutil.rmtree(venv, ignore_errors=True)
-        venv.parent.mkdir(parents=True, exist_ok=True)
+        if env in self._failed:
+            raise EnvSetupError(self._failed[env])
+        shutil.rmtree(env, ignore_errors=True)
+        env.mkdir(parents=True, exist_ok=True)
         pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        if self.wheelhouse is not None:
-            pip += ["--no-index", "--find-links", str(self.wheelhouse)]
-        venv_hint = f"{self.base_python} cannot create venvs (Debian/Ubuntu: install python3-venv)."
+        hint = self._pip_hint()
         try:
-            _step(owner, [self.base_python, "-m", "venv", str(venv)], venv_hint)
-            _step(owner, [*pip, "pytest"], self._pip_hint())
+            base = find_python(spec.python) if spec.python else self.base_python
+            venv_hint = f"{base} cannot create venvs (Debian/Ubuntu: install python3-venv)."
+            _step(owner, [base, "-m", "venv", str(env / "venv")], venv_hint, self._pip_env(env))
+            wants_pytest = not any(p.split("=")[0].split("<")[0].strip() == "pytest" for p in spec.packages)
+            _step(
+                owner, [*pip, *(["pytest"] if wants_pytest else []), *spec.packages], hint, self._pip_env(env)
+            )
             if project is not None:
-                pristine = venv / "src"
-                shutil.copytree(project, pristine, symlinks=True)
-                _step(owner, [*pip, "-e", str(pristine)], self._pip_hint())
+                testbed = env / "testbed"
+                shutil.copytree(project, testbed, symlinks=True)
+                for line in [*spec.pre_install, spec.install]:
+                    _step(owner, ["bash", "-c", line], hint, self._pip_env(env), cwd=testbed)
         except EnvSetupError as err:
-            shutil.rmtree(venv, ignore_errors=True)
-            self._failed[venv] = str(err)
+            shutil.rmtree(env, ignore_errors=True)
+            self._failed[env] = str(err)
             raise
-        (venv / ".swerl-ready").write_text("ok\n", encoding="utf-8")
+        (env / ".swerl-ready").write_text("ok\n", encoding="utf-8")
         return str(python)
+
+    def _pip_env(self, env: Path) -> dict[str, str]:
+        """The environment of setup commands: the venv first on PATH, pip bound to the wheelhouse."""
+        values = {**os.environ, "PATH": f"{env / 'venv' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+        values["VIRTUAL_ENV"] = str(env / "venv")
+        values["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        if self.wheelhouse is not None:
+            values["PIP_NO_INDEX"] = "1"
+            values["PIP_FIND_LINKS"] = str(self.wheelhouse)
+        return values
 
     def _pip_hint(self) -> str:
         """What to do about a failed install: the two usual causes are no network and a short wheelhouse."""
@@ -174,13 +320,13 @@ class EnvManager:
         )
 
 
-def _step(owner: str, cmd: list[str], hint: str) -> None:
+def _step(owner: str, cmd: list[str], hint: str, env: dict[str, str], cwd: Path | None = None) -> None:
     """Run one setup command; on failure raise with whose environment it was, the command, its output
     (pip names the missing package there) and `hint`."""
-    done = subprocess.run(cmd, capture_output=True, check=False)
+    done = subprocess.run(cmd, capture_output=True, check=False, env=env, cwd=cwd)
     if done.returncode == 0:
         return
-    output = done.stderr.decode(errors="replace").strip()[-2000:]
+    output = (done.stdout + done.stderr).decode(errors="replace").strip()[-2000:]
     raise EnvSetupError(
         f"could not create the test environment of {owner}: `{' '.join(cmd)}` exited with status "
         f"{done.returncode}:\n{output}\n{hint}"

@@ -1,13 +1,19 @@
-"""Local execution backend: export, `git apply`, pytest, inside bubblewrap.
+"""Local execution backend: a fresh checkout per run, the harness's patch commands, tests in bubblewrap.
+
+Every run (`run_tests` for reranking, `evaluate` for the harness's verdict) starts from a fresh git
+checkout of the base commit, applies patches with SWE-bench's chain of commands and runs the tests in
+the instance's environment (`envs.py`). An environment that installs the project points its install at
+a fixed directory (its testbed); each run moves its own fresh tree there, under the environment's lock,
+so the environment never holds code of its own: no patch ever sees another patch's tree, whatever
+the layout (`src/` included).
 
 What isolation makes sense here: the code under test is the repository plus a model-written patch and
 maybe a model-written test, so it is untrusted. It runs in a bubblewrap sandbox with no network, the
-system and the interpreter's installation read-only, and only the throwaway export writable (plus a
-private /tmp). Unlike `swerl.sandbox` (single programs, system Python only), a test suite needs the
-repository's own environment, so the venv is mounted read-only at its real path. Besides the wall clock,
-optional per-process memory and CPU limits (`RunLimits`, off by default: test suites legitimately use
-several processes and much memory) stop a runaway test early. Without bubblewrap the backend refuses
-unless `isolation="none"` is chosen explicitly.
+system and the interpreter's installation read-only, and only the tree writable (plus a private /tmp).
+Besides the wall clock, optional per-process memory and CPU limits (`RunLimits`, off by default: test
+suites legitimately use several processes and much memory) stop a runaway test early. Without
+bubblewrap the backend refuses unless `isolation="none"` is chosen explicitly. git and patch run
+outside the sandbox, on our side, with hooks and user configuration disabled.
 """
 
 from __future__ import annotations
@@ -17,17 +23,19 @@ import functools
 import json
 import os
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from agentless.execution.base import TestRun, parse_pytest_report, test_files
-from agentless.execution.envs import EnvManager
+from agentless.execution.envs import EnvManager, TestEnv
+from agentless.execution.harness import END, START, EvalPlan, eval_plan, grade_log, harness_api, status_map
 from agentless.instances import Instance
 from agentless.repos import RepoCache
 from swerl.sandbox.limits import MIB
@@ -102,8 +110,15 @@ def _interpreter_roots(python: str) -> tuple[str, ...]:
     return tuple(sorted(r for r in roots if not (r + "/").startswith(system) and os.path.isdir(r)))
 
 
-def bwrap_command(bwrap: str, python: str, workdir: Path, argv: Sequence[str]) -> list[str]:
-    """The sandboxed command: no network, read-only system and interpreter, writable `workdir` only."""
+def bwrap_command(
+    bwrap: str,
+    python: str,
+    workdir: Path,
+    argv: Sequence[str],
+    env: dict[str, str],
+    ro_paths: Sequence[Path] = (),
+) -> list[str]:
+    """The sandboxed `argv`: no network, read-only system, interpreter and `ro_paths`, writable `workdir`."""
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1"]
     for entry in _SYSTEM:
         if os.path.islink(entry):
@@ -115,51 +130,120 @@ def bwrap_command(bwrap: str, python: str, workdir: Path, argv: Sequence[str]) -
     # The scratch tmpfs goes first: an interpreter (a venv) may itself live under /tmp, and a later
     # tmpfs would hide it.
     cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
-    for root in _interpreter_roots(python):
+    for root in [*_interpreter_roots(python), *map(str, ro_paths)]:
         cmd += ["--ro-bind", root, root]
     cmd += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--clearenv"]
-    for key, value in _test_env(workdir).items():
+    for key, value in env.items():
         cmd += ["--setenv", key, value]
-    return [*cmd, "--", python, *argv]
+    return [*cmd, "--", *argv]
 
 
-def _test_env(workdir: Path) -> dict[str, str]:
-    """The whole environment tests see: nothing of ours (tokens, proxies) leaks in."""
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
+def _test_env(workdir: Path, bin_dir: Path, installed: bool) -> dict[str, str]:
+    """The whole environment tests see: nothing of ours (tokens, proxies) leaks in.
+
+    `bin_dir` holds `python`/`pytest` of the test environment. Without an install (`installed` False) the
+    code is found through PYTHONPATH: the tree's root and, for a `src/` layout, its `src`.
+    """
+    paths = [str(workdir)] + ([str(workdir / "src")] if (workdir / "src").is_dir() else [])
+    env = {
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
         "HOME": "/tmp",
         "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
-        "PYTHONPATH": str(workdir),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
     }
+    if not installed:
+        env["PYTHONPATH"] = ":".join(paths)
+    return env
 
 
-def git_apply(workdir: Path, patch: str) -> str | None:
-    """Apply a patch with `git apply` to a plain directory; returns None, or git's complaint."""
-    if not patch.strip():
-        return None
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "GIT_CEILING_DIRECTORIES": str(workdir.parent),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "HOME": str(workdir),
-    }
-    done = subprocess.run(
-        ["git", "apply", "--whitespace=nowarn", "-"],
-        cwd=workdir,
-        input=patch.encode("utf-8"),
-        capture_output=True,
-        env=env,
-        check=False,
+def _shims(bin_dir: Path, python: str) -> Path:
+    """`python`, `python3` and `pytest` of the environment, whatever kind it is (venv or a bare one).
+
+    Scripts, not symlinks: a venv's interpreter knows its venv from the path it was started by."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, tail in (("python", ""), ("python3", ""), ("pytest", " -m pytest")):
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\nexec {shlex.quote(python)}{tail} "$@"\n', encoding="utf-8")
+        shim.chmod(0o755)
+    return bin_dir
+
+
+def _git_shell_env() -> dict[str, str]:
+    """For git and patch run by us on a tree holding untrusted patches: no hooks, no user config."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        {
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "core.hooksPath",
+            "GIT_CONFIG_VALUE_0": "/dev/null",
+            "GIT_AUTHOR_NAME": "swerl",
+            "GIT_AUTHOR_EMAIL": "swerl@localhost",
+            "GIT_COMMITTER_NAME": "swerl",
+            "GIT_COMMITTER_EMAIL": "swerl@localhost",
+            "GIT_TERMINAL_PROMPT": "0",
+        }
     )
-    return None if done.returncode == 0 else done.stderr.decode(errors="replace").strip()
+    return env
+
+
+def _sh(tree: Path, line: str) -> tuple[int, str]:
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=tree, capture_output=True, env=_git_shell_env(), check=False
+    )
+    return done.returncode, (done.stdout + done.stderr).decode(errors="replace")
+
+
+def apply_patch(tree: Path, patch: str, patch_file: Path) -> tuple[bool, str]:
+    """Apply `patch` to the git tree with the harness's chain of commands; (applied, what they said).
+
+    As the harness does: a pristine tree (the last commit) before each attempt, since a failed
+    `--reject` leaves half a patch behind; and a patch that is already in place counts as applied.
+    Applied patches are committed, so a later patch's retries start from this one's result.
+    """
+    if not patch.strip():
+        return True, ""
+    patch_file.write_text(patch, encoding="utf-8")
+    said = []
+    applied = False
+    for attempt, cmd in enumerate(harness_api().GIT_APPLY_CMDS):
+        if attempt:
+            _sh(tree, "git checkout -q -- . ; git clean -fdq")
+        code, out = _sh(tree, f"{cmd} {shlex.quote(str(patch_file))}")
+        said.append(f"$ {cmd}\n{out}")
+        if code == 0:
+            applied = True
+            break
+    if not applied:
+        applied = _sh(tree, f"git apply --check --reverse {shlex.quote(str(patch_file))}")[0] == 0
+    if applied:
+        _sh(tree, "git add -A && git commit -qm patch --no-verify --allow-empty")
+    return applied, "\n".join(said)
+
+
+def reset_files(tree: Path, commit: str, files: Sequence[str]) -> None:
+    """Put `files` back as they are at `commit` (a file the commit lacks is left as it is, as with the
+    harness's `git checkout`)."""
+    for name in files:
+        _sh(tree, f"git checkout -q {commit} -- {shlex.quote(name)}")
+
+
+@dataclass
+class EvalRun:
+    """One harness evaluation: the log in the harness's layout and the graded report."""
+
+    log: str
+    report: dict[str, object]
+    statuses: dict[str, str]
+    plan: EvalPlan
 
 
 @dataclass
 class LocalBackend:
-    """`ExecutionBackend` that runs pytest on this machine. See the module docstring for isolation."""
+    """`ExecutionBackend` that runs tests on this machine. See the module docstring for isolation."""
 
     repos: RepoCache
     envs: EnvManager
@@ -181,36 +265,86 @@ class LocalBackend:
                 )
             self._bwrap = shutil.which("bwrap")
 
-    def run_tests(self, instance: Instance, tests: Sequence[str], patches: Sequence[str] = ()) -> TestRun:
+    @contextlib.contextmanager
+    def _fresh_tree(self, instance: Instance) -> Iterator[tuple[TestEnv, Path, Path]]:
+        """(environment, tree, scratch dir): a fresh checkout of the base commit where the environment
+        looks for the code (its testbed, held under its lock), and a scratch dir for everything else."""
         if self.work_root is not None:
             self.work_root.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="swerl-tests-", dir=self.work_root))
         try:
-            workdir = self.repos.export(instance.repo, instance.base_commit, scratch / "repo")
-            for i, patch in enumerate(patches):
-                problem = git_apply(workdir, patch)
-                if problem is not None:
-                    return TestRun("apply_failed", log=f"patch {i} does not apply: {problem}")
-            if not tests:
-                return TestRun("ok")
-            python = self.envs.python_for(instance, workdir)
-            argv = [*PYTEST_ARGS, *test_files(tests)]
-            return self._run(python, workdir, argv)
+            tree = self.repos.checkout(instance.repo, instance.base_commit, scratch / "repo")
+            env = self.envs.env_for(instance, tree)
+            if env.testbed is None:
+                yield env, tree, scratch
+                return
+            with env.lock():
+                shutil.rmtree(env.testbed, ignore_errors=True)
+                shutil.move(tree, env.testbed)
+                yield env, env.testbed, scratch
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _run(self, python: str, workdir: Path, argv: list[str]) -> TestRun:
+    def run_tests(self, instance: Instance, tests: Sequence[str], patches: Sequence[str] = ()) -> TestRun:
+        with self._fresh_tree(instance) as (env, tree, scratch):
+            for i, patch in enumerate(patches):
+                applied, said = apply_patch(tree, patch, scratch / f"{i}.diff")
+                if not applied:
+                    return TestRun("apply_failed", log=f"patch {i} does not apply:\n{said}")
+            if not tests:
+                return TestRun("ok")
+            script = shlex.join(["python", *PYTEST_ARGS, *test_files(tests)])
+            code, log, timed_out = self._run(env, tree, scratch, script)
+        results = parse_pytest_report(log)
+        if timed_out:
+            return TestRun("timeout", results, log)
+        # pytest exits 0 (all passed), 1 (some failed); anything else is an internal or usage error.
+        status = "ok" if code in (0, 1) or results else "error"
+        if status == "error" and self.limits.rlimits():
+            log += _limit_note(code, self.limits)
+        return TestRun(status, results, log)
+
+    def evaluate(self, instance: Instance, patch: str | None, log_path: Path) -> EvalRun:
+        """Judge `patch` as the harness does; the log goes to `log_path`, graded by the harness's rules."""
+        api = harness_api()
+        plan = eval_plan(instance)
+        lines = [
+            f"[swerl] {instance.instance_id}: local harness, swebench {api.version}, plan from {plan.source}"
+        ]
+        with self._fresh_tree(instance) as (env, tree, scratch):
+            lines.append(f"[swerl] python {env.python}, tree {tree}")
+            applied, said = apply_patch(tree, patch or "", scratch / "model.diff")
+            lines += [said, api.APPLY_PATCH_PASS if applied else api.APPLY_PATCH_FAIL]
+            if applied:
+                reset_files(tree, instance.base_commit, plan.reset_files)
+                test_applied, said = apply_patch(tree, instance.test_patch, scratch / "test.diff")
+                lines.append(said if test_applied else f"[swerl] the test patch does not apply:\n{said}")
+                code, output, timed_out = self._run(env, tree, scratch, plan.test_cmd)
+                lines += [f": '{START}'", output.rstrip("\n"), f": '{END}'", f"{api.TEST_EXIT_CODE}: {code}"]
+                if timed_out:
+                    lines.append(f"{api.TESTS_TIMEOUT}: {self.timeout_s:g} s")
+        log = "\n".join(lines) + "\n"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text(log, encoding="utf-8")
+        report = grade_log(instance, plan, patch, str(log_path))
+        return EvalRun(log, report, status_map(instance, plan, str(log_path)), plan)
+
+    def _run(self, env: TestEnv, tree: Path, scratch: Path, script: str) -> tuple[int, str, bool]:
+        """Run shell lines in the tree, sandboxed: (exit status, output, timed out)."""
+        bin_dir = _shims(scratch / "bin", env.python)
+        argv = ["/bin/bash", "-c", script]
         pairs = self.limits.rlimits()
         if pairs:
-            argv = ["-I", "-S", "-c", _LIMITER, json.dumps(pairs), python, *argv]
+            argv = [env.python, "-I", "-S", "-c", _LIMITER, json.dumps(pairs), *argv]
+        test_env = _test_env(tree, bin_dir, installed=env.testbed is not None)
         if self._bwrap is not None:
-            cmd, env = bwrap_command(self._bwrap, python, workdir, argv), None
+            cmd, run_env = bwrap_command(self._bwrap, env.python, tree, argv, test_env, [bin_dir]), None
         else:
-            cmd, env = [python, *argv], _test_env(workdir)
+            cmd, run_env = argv, test_env
         proc = subprocess.Popen(
             cmd,
-            cwd=workdir,
-            env=env,
+            cwd=tree,
+            env=run_env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -221,15 +355,8 @@ class LocalBackend:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate()
-            log = out.decode(errors="replace")
-            return TestRun("timeout", parse_pytest_report(log), log)
-        log = out.decode(errors="replace")
-        results = parse_pytest_report(log)
-        # pytest exits 0 (all passed), 1 (some failed); anything else is an internal or usage error.
-        status = "ok" if proc.returncode in (0, 1) or results else "error"
-        if status == "error" and pairs:
-            log += _limit_note(proc.returncode, self.limits)
-        return TestRun(status, results, log)
+            return -9, out.decode(errors="replace"), True
+        return proc.returncode, out.decode(errors="replace"), False
 
 
 def _limit_note(returncode: int, limits: RunLimits) -> str:

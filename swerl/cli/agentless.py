@@ -33,7 +33,8 @@ def _add_data_options(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="directory of existing clones (owner__name or name) to mirror from instead of GitHub",
+        help="directory of existing clones to mirror from instead of GitHub: owner__name, owner+name, "
+        "owner/name or name, each with or without .git, bare or not (or holding the repository as repo/)",
     )
     parser.add_argument("--offline", action="store_true", help="never contact GitHub")
 
@@ -66,6 +67,42 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         help="localize without the model (BM25 and boosts only)",
     )
     parser.add_argument("--seed", type=int, default=0)
+
+
+def _add_local_backend_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("local backend")
+    group.add_argument(
+        "--python", help="run every repository's tests with this interpreter (no env creation)"
+    )
+    group.add_argument(
+        "--env-specs",
+        type=Path,
+        metavar="FILE",
+        help="JSON of environments per repository and version (Python version, pinned packages, install "
+        "steps; see docs/agentless.md); default: the built-in specs",
+    )
+    group.add_argument("--unsafe-no-isolation", action="store_true", help="run tests without bubblewrap")
+    group.add_argument(
+        "--wheelhouse",
+        type=_directory,
+        metavar="DIR",
+        help="no network: create test environments from the wheels in DIR, never from an index (pip "
+        "--no-index --find-links DIR); DIR needs pytest, build backends (setuptools, wheel) and every "
+        "dependency",
+    )
+    group.add_argument(
+        "--test-memory-mb",
+        type=_positive_int,
+        metavar="MB",
+        help="memory per test process (RLIMIT_DATA; default: unlimited)",
+    )
+    group.add_argument(
+        "--test-cpu-s",
+        type=_positive_int,
+        metavar="SECONDS",
+        help="CPU seconds per test process (RLIMIT_CPU; default: unlimited)",
+    )
+    group.add_argument("--test-timeout-s", type=_positive_int, default=1800, help="wall clock per test run")
 
 
 def register(groups: argparse._SubParsersAction) -> None:
@@ -110,30 +147,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         default="local",
         help="where test filters run: local (venv + pytest in bubblewrap) or docker (official images)",
     )
-    run.add_argument("--python", help="local backend: run every repository's tests with this interpreter")
-    run.add_argument(
-        "--unsafe-no-isolation", action="store_true", help="local backend: run tests without bubblewrap"
-    )
-    run.add_argument(
-        "--wheelhouse",
-        type=_directory,
-        metavar="DIR",
-        help="local backend, no network: create test environments from the wheels in DIR, never from an "
-        "index (pip --no-index --find-links DIR); DIR needs pytest, build backends (setuptools, wheel) and "
-        "every dependency",
-    )
-    run.add_argument(
-        "--test-memory-mb",
-        type=_positive_int,
-        metavar="MB",
-        help="local backend: memory per test process (RLIMIT_DATA; default: unlimited)",
-    )
-    run.add_argument(
-        "--test-cpu-s",
-        type=_positive_int,
-        metavar="SECONDS",
-        help="local backend: CPU seconds per test process (RLIMIT_CPU; default: unlimited)",
-    )
+    _add_local_backend_options(run)
     run.set_defaults(run=_run)
 
     localize = commands.add_parser(
@@ -159,16 +173,33 @@ def register(groups: argparse._SubParsersAction) -> None:
 
     evaluate = commands.add_parser(
         "evaluate",
-        help="run the official SWE-bench harness (Docker) on predictions",
-        description="Calls `python -m swebench.harness.run_evaluation` with a fresh run id. Needs a Docker "
-        "engine and the swebench package; says which is missing otherwise.",
+        help="judge predictions as the SWE-bench harness does: locally, or with its Docker images",
+        description="--backend local (default): the SWE-bench harness's rules on this machine, no Docker (a "
+        "fresh checkout per instance, the harness's patch commands, its test command, log parser and "
+        "grading from the swebench package); writes OUT/report.json, OUT/logs/<id>/ and, for gold, "
+        "OUT/env_failures.json. --backend docker: `python -m swebench.harness.run_evaluation` (swebench "
+        "5.x) with a fresh run id.",
+        epilog="example: swerl agentless evaluate --dataset lite_dev.parquet --predictions gold "
+        "--clones /work/clones --out runs/eval-gold",
     )
-    evaluate.add_argument("--predictions", required=True, type=Path)
-    evaluate.add_argument("--dataset", default="princeton-nlp/SWE-bench_Lite", help="hub id or alias")
-    evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--max-workers", type=int, default=4)
-    evaluate.add_argument("--instance-ids", nargs="+", metavar="ID", default=[])
-    evaluate.add_argument("--namespace", default=None, help="image namespace ('' builds images locally)")
+    _add_data_options(evaluate)
+    evaluate.add_argument(
+        "--predictions",
+        required=True,
+        help="predictions file (.jsonl or .json), or gold (the instances' patches) or empty (no patch)",
+    )
+    evaluate.add_argument("--backend", choices=("local", "docker"), default="local")
+    evaluate.add_argument("--workers", "--max-workers", type=_positive_int, default=1, dest="workers")
+    evaluate.add_argument(
+        "--out", type=Path, default=Path("runs/agentless-eval"), help="local backend: report and logs"
+    )
+    evaluate.add_argument(
+        "--env-failures",
+        type=Path,
+        metavar="FILE",
+        help="local backend: env_failures.json of a gold run; the report adds the verdict without them",
+    )
+    _add_local_backend_options(evaluate)
     evaluate.set_defaults(run=_run_evaluate)
 
     demo = commands.add_parser(
@@ -248,16 +279,22 @@ def _backend(args: argparse.Namespace) -> Any:
         from agentless.execution.docker import DockerBackend
 
         return DockerBackend()
-    from agentless.execution.envs import EnvManager
+    return _local_backend(args)
+
+
+def _local_backend(args: argparse.Namespace) -> Any:
+    from agentless.execution.envs import BUILTIN_SPECS, EnvManager, load_env_specs
     from agentless.execution.local import LocalBackend, RunLimits
     from agentless.repos import RepoCache
 
     repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
-    envs = EnvManager(args.cache_dir / "envs", python=args.python, wheelhouse=args.wheelhouse)
+    specs = load_env_specs(args.env_specs or BUILTIN_SPECS)
+    envs = EnvManager(args.cache_dir / "envs", python=args.python, wheelhouse=args.wheelhouse, specs=specs)
     return LocalBackend(
         repos,
         envs,
         isolation="none" if args.unsafe_no_isolation else "bwrap",
+        timeout_s=args.test_timeout_s,
         limits=RunLimits(memory_mb=args.test_memory_mb, cpu_s=args.test_cpu_s),
     )
 
@@ -345,24 +382,44 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    from agentless.evaluate import HarnessUnavailable, evaluate_official
+    from agentless.evaluate import HarnessUnavailable, evaluate_local, evaluate_official, predictions_for
     from agentless.instances import DATASET_ALIASES
 
-    dataset = DATASET_ALIASES.get(args.dataset.lower(), args.dataset)
-    try:
-        run_id, status = evaluate_official(
-            args.predictions,
-            dataset=dataset,
-            split=args.split,
-            max_workers=args.max_workers,
-            instance_ids=args.instance_ids,
-            namespace=args.namespace,
-        )
-    except HarnessUnavailable as err:
-        print(f"swerl: error: {err}", file=sys.stderr)
-        return 1
-    print(f"harness run id: {run_id} (exit status {status})", file=sys.stderr)
-    return status
+    if args.backend == "docker":
+        dataset = DATASET_ALIASES.get(args.dataset.lower(), args.dataset)
+        try:
+            run_id, status = evaluate_official(
+                args.predictions,
+                dataset=dataset,
+                split=args.split,
+                max_workers=args.workers,
+                instance_ids=args.instance_ids or (),
+            )
+        except HarnessUnavailable as err:
+            print(f"swerl: error: {err}", file=sys.stderr)
+            return 1
+        print(f"harness run id: {run_id} (exit status {status})", file=sys.stderr)
+        return status
+    instances = _instances(args)
+    known = None
+    if args.env_failures is not None:
+        known = json.loads(args.env_failures.read_text(encoding="utf-8"))
+    report = evaluate_local(
+        instances,
+        predictions_for(args.predictions, instances),
+        _local_backend(args),
+        args.out,
+        workers=args.workers,
+        env_failures=known,
+    )
+    submitted = report["submitted_instances"]
+    print(
+        f"resolved {report['resolved_instances']}/{submitted}"
+        f" ({report['resolved_without_env_failures']} without environment failures); "
+        f"{len(report['empty_patch_ids'])} empty, {len(report['error_ids'])} errors, "
+        f"{len(report['env_failure_ids'])} with environment failures; report: {args.out / 'report.json'}"
+    )
+    return 0
 
 
 def _run_demo(args: argparse.Namespace) -> int:
