@@ -26,12 +26,13 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from agentless.execution.envs import EnvManager, EnvSetupError
+from agentless.execution.envs import EnvManager, EnvSetupError, EnvSpec, find_python, load_env_specs
 from agentless.execution.local import LocalBackend, RunLimits
 from agentless.instances import Instance
 from agentless.repos import RepoCache
 from swerl.cli import agentless as agentless_cli
 from swerl.edit_format import build_git_patch
+from swerl.errors import UserError
 from swerl.sandbox.bwrap import isolation_available
 from swerl.synth_repo import git
 
@@ -207,6 +208,21 @@ def test_a_short_wheelhouse_names_the_repository_and_the_remedy(
         envs.python_for(instance, tree)
 
 
+def test_specs_load_and_pythons_are_found_by_version(tmp_path: Path) -> None:
+    specs = load_env_specs()
+    assert specs["pydicom/pydicom"]["2.3"].python == "3.10" and "*" in specs["psf/requests"]
+    custom = tmp_path / "specs.json"
+    custom.write_text(json.dumps({"a/b": {"1.0": {"python": "3.9", "apt": ["x"]}}}))
+    with pytest.raises(UserError, match="unknown keys"):
+        load_env_specs(custom)
+    version = "{}.{}".format(*sys.version_info[:2])
+    found = find_python(version)
+    probe = [found, "-c", "import sys; print(sys.version_info[:2])"]
+    assert subprocess.run(probe, capture_output=True, text=True).stdout.strip() == str(sys.version_info[:2])
+    with pytest.raises(EnvSetupError, match=r"no Python 2\.1 on this machine"):
+        find_python("2.1")
+
+
 def test_a_missing_wheelhouse_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="is not a directory"):
         EnvManager(tmp_path / "envs", wheelhouse=tmp_path / "nowhere")
@@ -282,7 +298,18 @@ dependencies = ["tinydep"]
 [tool.setuptools.packages.find]
 where = ["src"]
 """
-SRCPKG = "from tinydep import answer\n\n\ndef doubled():\n    return 3 * answer()\n"
+# `_version.py` is written by the install step and ignored by git (as setuptools_scm does): a fresh tree
+# lacks it, so the environment must carry the install's artifacts into each run's tree.
+SRCPKG = """\
+from tinydep import answer
+
+from srcpkg._version import version
+
+
+def doubled():
+    return 3 * answer()
+"""
+SRC_INSTALL = "python -m pip install -e . && echo \"version = '1.0'\" > src/srcpkg/_version.py"
 SRC_TESTS = """\
 import pytest
 
@@ -338,6 +365,7 @@ def _eval_script(base: str, test_patch: str) -> str:
 def src_instance(tmp_path: Path) -> Instance:
     """A `src/`-layout repository with a dependency, and an instance in the swebench 5.x row shape."""
     files = {"pyproject.toml": SRC_PYPROJECT, "src/srcpkg/__init__.py": SRCPKG, TEST_FILE: SRC_TESTS}
+    files[".gitignore"] = "_version.py\n"
     bare = _git_repo(tmp_path / "clones", "acme/srcpkg", files)
     test_patch = build_git_patch({TEST_FILE: SRC_TESTS}, {TEST_FILE: SRC_TESTS + SRC_F2P})
     gold = build_git_patch(
@@ -360,7 +388,9 @@ def src_instance(tmp_path: Path) -> Instance:
 
 def _harness(tmp_path: Path, wheelhouse: Path) -> LocalBackend:
     repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
-    return LocalBackend(repos, EnvManager(tmp_path / "envs", wheelhouse=wheelhouse), isolation=ISOLATION)
+    specs = {"acme/srcpkg": {"*": EnvSpec(install=SRC_INSTALL)}}
+    envs = EnvManager(tmp_path / "envs", wheelhouse=wheelhouse, specs=specs)
+    return LocalBackend(repos, envs, isolation=ISOLATION)
 
 
 NOOP = build_git_patch({"src/srcpkg/__init__.py": SRCPKG}, {"src/srcpkg/__init__.py": "# touched\n" + SRCPKG})
@@ -439,7 +469,7 @@ def test_patch_fallbacks_and_test_file_reset(
 ) -> None:
     backend = _harness(tmp_path, wheelhouse)
     # The first context line is off: `git apply` refuses the hunk, `patch --fuzz` takes it (the harness too).
-    fuzzy = src_instance.patch.replace("@@ -2,4 +2,4 @@\n \n", "@@ -2,4 +2,4 @@\n # drifted\n")
+    fuzzy = re.sub(r"(@@[^\n]*@@\n) [^\n]*\n", r"\1 # drifted\n", src_instance.patch, count=1)
     assert fuzzy != src_instance.patch
     run = backend.evaluate(src_instance, fuzzy, tmp_path / "fuzzy.txt")
     assert run.report["tests_status"]["FAIL_TO_PASS"]["success"] == [f"{TEST_FILE}::test_doubled"], run.log

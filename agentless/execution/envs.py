@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentless.instances import Instance
-from agentless.repos import repo_slug
+from agentless.repos import repo_slug, run_git
 from swerl.errors import UserError
 
 
@@ -183,6 +183,17 @@ class TestEnv:
     python: str
     testbed: Path | None = None
 
+    @property
+    def artifacts(self) -> Path | None:
+        """Files the install made in the testbed (egg-info with entry points, generated version files,
+        built extensions), kept aside to be put into every fresh tree, as the harness's image has them."""
+        return None if self.testbed is None else self.testbed.parent / "artifacts"
+
+    def restore_artifacts(self, tree: Path) -> None:
+        """Copy the install's artifacts into `tree` (a fresh checkout just moved to the testbed)."""
+        if self.artifacts is not None and self.artifacts.is_dir():
+            shutil.copytree(self.artifacts, tree, symlinks=True, dirs_exist_ok=True)
+
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Exclusive use of the testbed across threads and processes (one tree at a time)."""
@@ -288,6 +299,7 @@ class EnvManager:
                 shutil.copytree(project, testbed, symlinks=True)
                 for line in [*spec.pre_install, spec.install]:
                     _step(owner, ["bash", "-c", line], hint, self._pip_env(env), cwd=testbed)
+                _keep_artifacts(testbed, env / "artifacts")
         except EnvSetupError as err:
             shutil.rmtree(env, ignore_errors=True)
             self._failed[env] = str(err)
@@ -318,6 +330,17 @@ class EnvManager:
             "or --python with an interpreter that has pytest and the repository's dependencies; or "
             "--backend docker."
         )
+
+
+def _keep_artifacts(testbed: Path, dest: Path) -> None:
+    """Copy the files git does not track (ignored ones included) out of the installed testbed."""
+    listed = run_git(["ls-files", "--others", "-z"], cwd=testbed).decode("utf-8", "surrogateescape")
+    for name in filter(None, listed.split("\0")):
+        if "__pycache__" in name.split("/"):
+            continue
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(testbed / name, target, follow_symlinks=False)
 
 
 def _step(owner: str, cmd: list[str], hint: str, env: dict[str, str], cwd: Path | None = None) -> None:

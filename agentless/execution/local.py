@@ -281,6 +281,7 @@ class LocalBackend:
             with env.lock():
                 shutil.rmtree(env.testbed, ignore_errors=True)
                 shutil.move(tree, env.testbed)
+                env.restore_artifacts(env.testbed)
                 yield env, env.testbed, scratch
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
