@@ -8,6 +8,7 @@ recorded in its row and the run goes on; only setup errors (no model, no reposit
 
 from __future__ import annotations
 
+import json
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -44,6 +45,7 @@ from agentless.rerank.select import PatchCandidate, select_patch
 from agentless.sampling import PromptTooLong, TextSampler, sample_mixed
 from agentless.stages import StageFile
 from swerl.edit_format import PatchApplyError, PromptStyle, apply_patch_to_contents, build_messages
+from swerl.errors import UserError
 
 STAGES = ("localize_files", "localize_elements", "repair", "rerank", "predictions")
 PREDICTION_KEYS = ("instance_id", "model_name_or_path", "model_patch")
@@ -83,6 +85,66 @@ class Context:
 
 def stage_path(out_dir: Path, stage: str) -> Path:
     return out_dir / f"{stage}.jsonl"
+
+
+OPTIONS_FILE = "stage_options.json"
+
+
+def stage_options(cfg: RunConfig) -> dict[str, dict[str, Any]]:
+    """The options that shape each stage's rows, its upstream stages' included."""
+    files = {
+        "model": cfg.model_name if cfg.model_localization else None,
+        "top_files": cfg.top_files,
+        "seed": cfg.seed,
+        "localize_max_new_tokens": cfg.localize_max_new_tokens if cfg.model_localization else None,
+    }
+    elements = {**files, "context_files": cfg.context_files, "num_elements": cfg.num_elements}
+    repair = {
+        **elements,
+        "model": cfg.model_name,
+        "localization_model": files["model"],
+        "num_samples": cfg.num_samples,
+        "temperature": cfg.temperature,
+        "max_new_tokens": cfg.max_new_tokens,
+        "prompt_style": cfg.prompt_style,
+        "reproduction": cfg.reproduction,
+    }
+    rerank = {**repair, "regression": cfg.regression, "max_groups": cfg.max_groups}
+    return {
+        "localize_files": files,
+        "localize_elements": elements,
+        "repair": repair,
+        "rerank": rerank,
+        "predictions": rerank,
+    }
+
+
+def claim_stages(out_dir: Path, cfg: RunConfig, stages: Sequence[str]) -> None:
+    """Record the options of `stages` in the run directory, or refuse if they were made with others.
+
+    Resuming reuses every finished row, so rows made with another model or other options would be passed
+    off as this run's: a UserError names the stage and the options that differ instead.
+    """
+    path = out_dir / OPTIONS_FILE
+    recorded: dict[str, dict[str, Any]] = (
+        json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    )
+    wanted = stage_options(cfg)
+    for stage in stages:
+        old = recorded.get(stage)
+        if old is not None and old != wanted[stage]:
+            diff = ", ".join(
+                f"{k}: {old.get(k)!r} -> {wanted[stage].get(k)!r}"
+                for k in sorted(set(old) | set(wanted[stage]))
+                if old.get(k) != wanted[stage].get(k)
+            )
+            raise UserError(
+                f"{out_dir}: {stage}.jsonl was made with other options ({diff}); pass a new --out, or "
+                f"delete {stage}.jsonl and the stages after it to redo them"
+            )
+        recorded[stage] = wanted[stage]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _pending(instances: Sequence[Instance], stage: StageFile) -> list[Instance]:
@@ -287,7 +349,7 @@ def _needs(rows: dict[str, dict[str, Any]], inst: Instance, stage: str) -> dict[
 
 def run_localization(instances: Sequence[Instance], out_dir: Path, ctx: Context, cfg: RunConfig) -> None:
     """Stages 1 and 2 only (localization reports and benchmarks need nothing more)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    claim_stages(out_dir, cfg, ["localize_files", "localize_elements"])
     _run_stage("localize_files", instances, out_dir, ctx, lambda i: localize_files(i, ctx, cfg))
     files = _rows(out_dir, "localize_files")
     _run_stage(
@@ -301,6 +363,7 @@ def run_localization(instances: Sequence[Instance], out_dir: Path, ctx: Context,
 
 def run(instances: Sequence[Instance], out_dir: Path, ctx: Context, cfg: RunConfig) -> Path:
     """Every stage; returns the path of predictions.jsonl (one row per instance, empty patch if none)."""
+    claim_stages(out_dir, cfg, STAGES)
     run_localization(instances, out_dir, ctx, cfg)
     elements = _rows(out_dir, "localize_elements")
     _run_stage(

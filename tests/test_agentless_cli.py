@@ -91,3 +91,61 @@ def test_harness_command_and_image_names() -> None:
     assert instance_image(full) == image
     with pytest.raises(UserError, match="image, eval_script and log_parser columns"):
         instance_image(instance_from_row(row))  # a 4.x-era row: refused, not guessed
+
+
+def _demo_args(tmp_path: Path, clones: Path) -> list[str]:
+    common = ["--dataset", str(tmp_path / "instances.jsonl"), "--clones", str(clones), "--offline"]
+    return [*common, "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "run")]
+
+
+@pytest.mark.parametrize(
+    "layout", ["demo-org__calc", "demo-org+calc/repo", "calc.git", "demo-org/calc", "CALC"]
+)
+@pytest.mark.parametrize("bare", [True, False])
+def test_clones_are_found_in_any_usual_layout(tmp_path: Path, layout: str, bare: bool) -> None:
+    from agentless.repos import find_clone
+    from swerl.synth_repo import git
+
+    assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0
+    source = tmp_path / "clones" / "demo-org__calc"
+    other = tmp_path / "elsewhere"
+    target = other / layout
+    target.parent.mkdir(parents=True)
+    git(tmp_path, "clone", "-q", *(["--bare"] if bare else []), str(source), str(target))
+    assert find_clone(other, "demo-org/calc") == target.resolve()
+    assert find_clone(other, "demo-org/other") is None
+    assert _main(["agentless", "localize", *_demo_args(tmp_path, other)]) == 0
+
+
+def test_run_without_a_model_localizes_and_stages_refuse_other_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0
+    args = _demo_args(tmp_path, tmp_path / "clones")
+    assert _main(["agentless", "run", *args]) == 0
+    assert "file_hit@1 100.0%" in capsys.readouterr().out
+    assert (tmp_path / "run" / "localize_elements.jsonl").exists()
+    assert not (tmp_path / "run" / "predictions.jsonl").exists()
+
+    # The rows were made keeping 5 files; asking for 3 must not silently reuse them.
+    with pytest.raises(
+        UserError, match=r"localize_files\.jsonl was made with other options \(top_files: 5 -> 3\)"
+    ):
+        _main(["agentless", "localize", *args, "--top-files", "3"])
+    assert _main(["agentless", "localize", *args]) == 0  # same options: resumes
+
+
+def test_report_names_instances_whose_stage_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0
+    args = _demo_args(tmp_path, tmp_path / "clones")
+    assert _main(["agentless", "localize", *args]) == 0
+    capsys.readouterr()
+    iid = json.loads((tmp_path / "instances.jsonl").read_text().splitlines()[0])["instance_id"]
+    for stage in ("localize_files", "localize_elements"):
+        with (tmp_path / "run" / f"{stage}.jsonl").open("a") as f:
+            f.write(json.dumps({"instance_id": iid, "stage_error": "RuntimeError: boom"}) + "\n")
+    assert _main(["agentless", "report", *args]) == 0
+    out = capsys.readouterr().out
+    assert "file_hit@1 0.0%" in out and f"1 with a stage error (scored as misses): {iid}" in out

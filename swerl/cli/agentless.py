@@ -124,7 +124,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         "--device cuda --dtype bfloat16 --out runs/lite-qwen7b",
     )
     _add_data_options(run)
-    _add_model_options(run, required=True)
+    _add_model_options(run, required=False)
     _add_run_options(run)
     run.add_argument("--num-samples", type=int, default=4, help="repair samples per instance")
     run.add_argument("--temperature", type=float, default=0.8, help="temperature of all but the first sample")
@@ -316,9 +316,15 @@ def _config(args: argparse.Namespace, **extra: Any) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from agentless.pipeline import run
+    from agentless.pipeline import run, run_localization
 
     instances = _instances(args)
+    if not args.model:
+        print(
+            "no --model: localization only (stages 1-2, model-free); pass --model to repair", file=sys.stderr
+        )
+        run_localization(instances, args.out, _context(args, None, None), _config(args))
+        return _print_report(args, instances, as_json=False)
     cfg = _config(
         args,
         model_name=args.model_name or args.model,
@@ -343,7 +349,8 @@ def _run_localize(args: argparse.Namespace) -> int:
     from agentless.pipeline import run_localization
 
     instances = _instances(args)
-    run_localization(instances, args.out, _context(args, _sampler(args), None), _config(args))
+    cfg = _config(args, model_name=args.model or "")
+    run_localization(instances, args.out, _context(args, _sampler(args), None), cfg)
     return _print_report(args, instances, as_json=False)
 
 
@@ -361,6 +368,7 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
     files = StageFile(stage_path(args.out, "localize_files")).by_id()
     elements = StageFile(stage_path(args.out, "localize_elements")).by_id()
     results = []
+    errors = [i for i, row in {**files, **elements}.items() if "stage_error" in row]
     for inst in instances:
         if not inst.patch or inst.instance_id not in files:
             continue
@@ -378,6 +386,8 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
             if as_json:
                 print(json.dumps(result.__dict__))
     print(format_summary(summarize(results)))
+    if errors:
+        print(f"{len(errors)} with a stage error (scored as misses): {', '.join(sorted(errors)[:10])}")
     return 0
 
 
