@@ -41,14 +41,14 @@ from agentless.repair.candidates import make_candidate
 from agentless.repair.context import build_context
 from agentless.repos import RepoCache
 from agentless.rerank.reproduction import parse_reproduction, reproduction_messages
-from agentless.rerank.select import PatchCandidate, select_patch
+from agentless.rerank.select import PatchCandidate, related_test_files, select_patch
 from agentless.sampling import PromptTooLong, TextSampler, sample_mixed
 from agentless.stages import StageFile
 from swerl.edit_format import PatchApplyError, PromptStyle, apply_patch_to_contents, build_messages
 from swerl.errors import UserError
 
 STAGES = ("localize_files", "localize_elements", "repair", "rerank", "predictions")
-PREDICTION_KEYS = ("instance_id", "model_name_or_path", "model_patch")
+PREDICTION_KEYS = ("instance_id", "model_name_or_path", "model_patch", "metadata")
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,9 @@ class RunConfig:
     seed: int = 0
     model_localization: bool = True
     regression: bool = False
+    regression_from_gold: bool = False
+    """Use the dataset's PASS_TO_PASS (labels derived from the gold patch) instead of the repository's
+    tests passing at the base: not comparable with published scores; recorded in the predictions."""
     reproduction: bool = False
     max_groups: int = 8
     # The repair prompt's style (swerl.edit_format): serve a model with the style it was trained on.
@@ -109,7 +112,12 @@ def stage_options(cfg: RunConfig) -> dict[str, dict[str, Any]]:
         "prompt_style": cfg.prompt_style,
         "reproduction": cfg.reproduction,
     }
-    rerank = {**repair, "regression": cfg.regression, "max_groups": cfg.max_groups}
+    rerank = {
+        **repair,
+        "regression": cfg.regression,
+        "regression_from_gold": cfg.regression_from_gold,
+        "max_groups": cfg.max_groups,
+    }
     return {
         "localize_files": files,
         "localize_elements": elements,
@@ -321,16 +329,45 @@ def _patch_candidates(inst: Instance, repair_row: dict[str, Any], ctx: Context) 
     return out
 
 
+def regression_tests(
+    inst: Instance, candidates: Sequence[PatchCandidate], ctx: Context, cfg: RunConfig
+) -> list[str] | None:
+    """The tests of the regression filter (None: the filter is off); see `agentless.rerank.select`."""
+    if not cfg.regression:
+        return None
+    if cfg.regression_from_gold:
+        return list(inst.pass_to_pass)
+    edited = sorted({path for cand in candidates for path in cand.old})
+    paths = [entry.path for entry in ctx.repos.files_at(inst.repo, inst.base_commit)]
+    return related_test_files(paths, edited)
+
+
 def rerank(inst: Instance, repair_row: dict[str, Any], ctx: Context, cfg: RunConfig) -> dict[str, Any]:
+    candidates = _patch_candidates(inst, repair_row, ctx)
+    tests = regression_tests(inst, candidates, ctx, cfg) if ctx.backend is not None else None
     selection = select_patch(
         inst,
-        _patch_candidates(inst, repair_row, ctx),
+        candidates,
         backend=ctx.backend,
-        regression=cfg.regression,
+        regression_tests=tests,
         reproduction_test=repair_row.get("reproduction_test") if cfg.reproduction else None,
         max_groups=cfg.max_groups,
     )
-    return selection.to_row()
+    return {**selection.to_row(), "regression_tests": tests}
+
+
+def prediction_metadata(cfg: RunConfig) -> dict[str, Any]:
+    """What shaped a prediction, kept with it: above all whether it used labels derived from the gold
+    patch (the harness reads only instance_id, model_name_or_path and model_patch)."""
+    regression = (
+        ("gold PASS_TO_PASS" if cfg.regression_from_gold else "repository tests") if cfg.regression else None
+    )
+    return {
+        "uses_gold_labels": cfg.regression and cfg.regression_from_gold,
+        "regression": regression,
+        "reproduction": cfg.reproduction,
+        "num_samples": cfg.num_samples,
+    }
 
 
 # -- the whole run --------------------------------------------------------------------------------------
@@ -386,6 +423,11 @@ def run(instances: Sequence[Instance], out_dir: Path, ctx: Context, cfg: RunConf
             continue  # retried on the next run rather than frozen as an empty prediction
         patch = str(row.get("patch") or "")
         predictions.append(
-            {"instance_id": inst.instance_id, "model_name_or_path": cfg.model_name, "model_patch": patch}
+            {
+                "instance_id": inst.instance_id,
+                "model_name_or_path": cfg.model_name,
+                "model_patch": patch,
+                "metadata": prediction_metadata(cfg),
+            }
         )
     return predictions.path

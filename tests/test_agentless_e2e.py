@@ -122,6 +122,9 @@ def test_scripted_engine_fixes_the_failing_test(demo: tuple[Instance, Path, Path
     # The gold answer (twice) and the commented variant normalize to one group of three.
     assert rerank_row["groups"][0]["members"] == [0, 4, 5]
     assert rerank_row["groups"][0]["regression_failures"] == 0
+    # The regression tests are the repository's own for the edited module, not the dataset's labels.
+    assert rerank_row["regression_tests"] == ["tests/test_stats.py"]
+    assert rows[0]["metadata"]["uses_gold_labels"] is False
     assert rerank_row["groups"][0]["reproduction_passed"] is True
     repair_calls = [c for c in engine.calls if c.max_new_tokens == cfg.max_new_tokens]
     assert [(c.n, c.temperature) for c in repair_calls] == [(1, 0.0), (5, cfg.temperature)]

@@ -8,7 +8,7 @@ from agentless.execution.base import TestRun, parse_pytest_report
 from agentless.instances import Instance
 from agentless.report import gold_changed_lines, score_instance, summarize
 from agentless.rerank.normalize import normalize_source, normalized_key
-from agentless.rerank.select import PatchCandidate, select_patch
+from agentless.rerank.select import PatchCandidate, related_test_files, select_patch
 from agentless.rerank.vote import group_candidates, majority_vote
 from swerl.edit_format import build_git_patch
 
@@ -71,11 +71,26 @@ def test_regression_filter_beats_the_majority() -> None:
     plain = select_patch(inst, candidates)
     assert plain.chosen == 0
     backend = FakeBackend()
-    filtered = select_patch(inst, candidates, backend=backend, regression=True)
+    filtered = select_patch(inst, candidates, backend=backend, regression_tests=["t.py::test_keep"])
     assert filtered.chosen == 2
     failures = {tuple(g["members"]): g["regression_failures"] for g in filtered.to_row()["groups"]}
     assert failures == {(0, 1): 1, (2,): 0, (3,): 2}
     assert len(backend.calls) == 4  # one baseline run, then one run per group (not per sample)
+
+
+def test_regression_tests_are_the_repositorys_own_for_the_edited_modules() -> None:
+    paths = [
+        "pkg/models.py",
+        "tests/test_models.py",
+        "tests/models_test.py",
+        "tests/pkg/test_other.py",
+        "tests/test_unrelated.py",
+        "docs/test_models.txt",
+    ]
+    chosen = related_test_files(paths, ["pkg/models.py", "pkg/__init__.py"])
+    assert chosen == ["tests/models_test.py", "tests/test_models.py", "tests/pkg/test_other.py"]
+    assert related_test_files(paths, ["pkg/models.py"], limit=1) == ["tests/models_test.py"]
+    assert related_test_files(paths, ["README.md"]) == []
 
 
 def test_selection_with_nothing_usable() -> None:
@@ -124,3 +139,21 @@ def test_localization_report_against_a_gold_patch() -> None:
     assert miss is not None and miss.rank is None and miss.element_coverage == 0.0
     summary = summarize([hit, miss])
     assert summary["file_hit@3"] == 0.5 and summary["instances"] == 2
+
+
+def test_gold_pass_to_pass_only_on_request_and_recorded() -> None:
+    from agentless.pipeline import RunConfig, prediction_metadata, regression_tests
+
+    inst = Instance("o__r-1", "o/r", "a" * 40, "issue", pass_to_pass=("t.py::test_keep",))
+    gold = RunConfig(regression=True, regression_from_gold=True)
+    assert regression_tests(inst, [], None, gold) == ["t.py::test_keep"]  # type: ignore[arg-type]
+    assert prediction_metadata(gold)["uses_gold_labels"] is True
+    assert prediction_metadata(gold)["regression"] == "gold PASS_TO_PASS"
+    honest = RunConfig(regression=True)
+    assert prediction_metadata(honest) == {
+        "uses_gold_labels": False,
+        "regression": "repository tests",
+        "reproduction": False,
+        "num_samples": honest.num_samples,
+    }
+    assert regression_tests(inst, [], None, RunConfig()) is None  # type: ignore[arg-type]

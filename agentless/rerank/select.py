@@ -1,8 +1,11 @@
 """Pick one patch per instance: optional test filters first, then the majority vote.
 
 Order of filters (each only narrows the field, never empties it):
-1. regression: tests that pass on the base commit (the instance's PASS_TO_PASS, confirmed by one run)
-   must keep passing; groups with the fewest newly failing tests survive.
+1. regression: tests that pass on the base commit must keep passing; groups with the fewest newly
+   failing tests survive. Which tests: as Agentless does, the repository's own tests, run at the base
+   and kept where they pass (`related_test_files` picks the test files of the edited modules, to bound
+   the cost); the dataset's PASS_TO_PASS only on request, since those labels come from the gold patch
+   and scores that use them are not comparable with published ones.
 2. reproduction: groups whose patch makes the model-written reproduction test pass survive, when any do.
 Then the largest surviving group wins. Tests run once per *group* (its representative), not per
 sample, and only for the `max_groups` largest groups, which bounds the cost per instance.
@@ -13,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agentless.execution.base import ExecutionBackend, TestRun
 from agentless.instances import Instance
@@ -72,12 +76,12 @@ def select_patch(
     candidates: Sequence[PatchCandidate],
     *,
     backend: ExecutionBackend | None = None,
-    regression: bool = False,
+    regression_tests: Sequence[str] | None = None,
     reproduction_test: str | None = None,
     max_groups: int = 8,
 ) -> Selection:
     """Choose among `candidates`. Without a backend (or with neither filter on) this is the plain
-    normalized majority vote."""
+    normalized majority vote. `regression_tests` (test files or ids) turns the regression filter on."""
     keyed: list[tuple[int, object]] = []
     notes: list[str] = []
     patches: dict[int, str] = {}
@@ -93,12 +97,33 @@ def select_patch(
         return Selection(None, "", [], [*notes, "no usable candidate"])
     reports = [GroupReport(g, _digest(g.key)) for g in groups]
     field_ = reports[: max_groups if backend is not None else len(reports)]
-    if backend is not None and regression:
-        field_ = _regression_filter(instance, field_, patches, backend, notes)
+    if backend is not None and regression_tests is not None:
+        field_ = _regression_filter(instance, field_, patches, backend, regression_tests, notes)
     if backend is not None and reproduction_test is not None:
         field_ = _reproduction_filter(instance, field_, patches, backend, reproduction_test, notes)
     winner = field_[0].group.representative
     return Selection(winner, patches[winner], reports, notes)
+
+
+def related_test_files(paths: Sequence[str], edited: Sequence[str], limit: int = 4) -> list[str]:
+    """Test files of the repository that exercise the edited modules, judged by name.
+
+    A test file named after an edited module (`test_models.py` for `models.py`, `models_test.py`) ranks
+    first, then test files under a directory named after the module's package; at most `limit`.
+    """
+    stems = {Path(e).stem for e in edited if e.endswith(".py") and Path(e).stem != "__init__"}
+    packages = {Path(e).parent.name for e in edited if Path(e).parent.name}
+    scored = []
+    for path in paths:
+        name = Path(path).name
+        if not path.endswith(".py") or not (name.startswith("test_") or name.endswith("_test.py")):
+            continue
+        core = name.removeprefix("test_").removesuffix(".py").removesuffix("_test")
+        parents = set(Path(path).parent.parts)
+        score = 2 if core in stems else 1 if parents & packages or core in packages else 0
+        if score:
+            scored.append((-score, path))
+    return [path for _, path in sorted(scored)[:limit]]
 
 
 def _regression_filter(
@@ -106,14 +131,19 @@ def _regression_filter(
     field_: list[GroupReport],
     patches: Mapping[int, str],
     backend: ExecutionBackend,
+    tests: Sequence[str],
     notes: list[str],
 ) -> list[GroupReport]:
-    tests = list(instance.pass_to_pass)
     if not tests:
-        notes.append("regression filter skipped: the instance lists no PASS_TO_PASS tests")
+        notes.append("regression filter skipped: no tests to run")
         return field_
     baseline = backend.run_tests(instance, tests)
-    passing = [t for t in tests if baseline.passed(t)]
+    asked = set(tests)
+    passing = sorted(
+        t
+        for t, status in baseline.results.items()
+        if status in ("PASSED", "XFAIL") and (t in asked or t.split("::", 1)[0] in asked)
+    )
     if baseline.status != "ok" or not passing:
         notes.append(f"regression filter skipped: baseline run {baseline.status}, {len(passing)} passing")
         return field_

@@ -137,7 +137,18 @@ def register(groups: argparse._SubParsersAction) -> None:
         default="full",
         help="repair prompt style; use the one the model was trained with (default: full)",
     )
-    run.add_argument("--regression", action="store_true", help="filter candidates by PASS_TO_PASS tests")
+    run.add_argument(
+        "--regression",
+        action="store_true",
+        help="filter candidates by the repository's tests that pass at the base commit (those of the edited "
+        "modules), as Agentless does",
+    )
+    run.add_argument(
+        "--regression-from-gold-pass-to-pass",
+        action="store_true",
+        help="regression filter on the dataset's PASS_TO_PASS instead: labels derived from the gold patch, "
+        "so scores are not comparable with published ones (recorded in each prediction's metadata)",
+    )
     run.add_argument(
         "--reproduction", action="store_true", help="filter by a model-written reproduction test"
     )
@@ -273,7 +284,7 @@ def _sampler(args: argparse.Namespace) -> Any:
 
 
 def _backend(args: argparse.Namespace) -> Any:
-    if not (args.regression or args.reproduction):
+    if not (args.regression or args.regression_from_gold_pass_to_pass or args.reproduction):
         return None
     if args.backend == "docker":
         from agentless.execution.docker import DockerBackend
@@ -333,7 +344,8 @@ def _run(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         localize_max_new_tokens=args.localize_max_new_tokens,
         prompt_style=args.prompt_style,
-        regression=args.regression,
+        regression=args.regression or args.regression_from_gold_pass_to_pass,
+        regression_from_gold=args.regression_from_gold_pass_to_pass,
         reproduction=args.reproduction,
     )
     ctx = _context(args, _sampler(args), _backend(args))
