@@ -108,10 +108,12 @@ class EnvSpec:
     packages: tuple[str, ...] = ()
     pre_install: tuple[str, ...] = ()
     install: str = "python -m pip install -e ."
+    with_pytest: bool = True
+    """Install pytest before the packages (off for pytest itself, which brings its own)."""
 
     def key(self) -> str:
         """A short digest of the spec: a changed spec gets a new environment, never a stale one."""
-        text = json.dumps([self.python, self.packages, self.pre_install, self.install])
+        text = json.dumps([self.python, self.packages, self.pre_install, self.install, self.with_pytest])
         return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
@@ -119,7 +121,7 @@ BUILTIN_SPECS = Path(__file__).with_name("env_specs.json")
 
 
 def load_env_specs(path: str | Path = BUILTIN_SPECS) -> dict[str, dict[str, EnvSpec]]:
-    """Specs from JSON: `{"owner/name": {"version": {"python", "packages", "pre_install", "install"}}}`.
+    """Specs from JSON: `{"owner/name": {"version": {"python", "packages", "pre_install", "install", ...}}}`.
 
     A repository's `"*"` entry applies to versions it does not list.
     """
@@ -133,7 +135,7 @@ def load_env_specs(path: str | Path = BUILTIN_SPECS) -> dict[str, dict[str, EnvS
         if repo.startswith("_"):
             continue  # comments
         for version, raw in versions.items():
-            unknown = set(raw) - {"python", "packages", "pre_install", "install"}
+            unknown = set(raw) - {"python", "packages", "pre_install", "install", "with_pytest"}
             if unknown:
                 raise UserError(f"{path}: {repo} {version}: unknown keys {sorted(unknown)}")
             specs.setdefault(repo, {})[version] = EnvSpec(
@@ -141,6 +143,7 @@ def load_env_specs(path: str | Path = BUILTIN_SPECS) -> dict[str, dict[str, EnvS
                 packages=tuple(raw.get("packages", ())),
                 pre_install=tuple(raw.get("pre_install", ())),
                 install=raw.get("install", EnvSpec.install),
+                with_pytest=bool(raw.get("with_pytest", True)),
             )
     return specs
 
@@ -290,10 +293,9 @@ class EnvManager:
             base = find_python(spec.python) if spec.python else self.base_python
             venv_hint = f"{base} cannot create venvs (Debian/Ubuntu: install python3-venv)."
             _step(owner, [base, "-m", "venv", str(env / "venv")], venv_hint, self._pip_env(env))
-            wants_pytest = not any(p.split("=")[0].split("<")[0].strip() == "pytest" for p in spec.packages)
-            _step(
-                owner, [*pip, *(["pytest"] if wants_pytest else []), *spec.packages], hint, self._pip_env(env)
-            )
+            packages = [*(["pytest"] if spec.with_pytest else []), *spec.packages]
+            if packages:
+                _step(owner, [*pip, *packages], hint, self._pip_env(env))
             if project is not None:
                 testbed = env / "testbed"
                 shutil.copytree(project, testbed, symlinks=True)
