@@ -80,6 +80,17 @@ def failure_reason(log: str, test: str, status: str) -> str:
     return status
 
 
+ALL_TESTS = "*"
+"""Key of an environment failure that concerns the whole instance (its tests produced no results)."""
+
+
+def run_failure_reason(log: str) -> str:
+    """Why a run produced no test results: its last pytest error line (`E   ...`), else its last line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("E ")]
+    return (errors[-1] if errors else lines[-1] if lines else "no output")[:300]
+
+
 def _evaluate_one(
     inst: Instance, pred: dict[str, Any], backend: LocalBackend, out_dir: Path, env_failures: dict[str, Any]
 ) -> dict[str, Any]:
@@ -105,6 +116,8 @@ def _evaluate_one(
     failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(kind, {}).get("failure", [])]
     if pred.get("model_name_or_path") == "gold":
         known = {t: failure_reason(run.log, t, run.statuses.get(t, "MISSING")) for t in failing}
+        if not report.get("patch_successfully_applied"):
+            known = {ALL_TESTS: run_failure_reason(run.log)}  # the gold patch cannot even be judged here
     else:
         known = {t: r for t, r in env_failures.get(inst.instance_id, {}).items()}
     if not report.get("patch_successfully_applied"):

@@ -491,3 +491,11 @@ def test_patch_fallbacks_and_test_file_reset(
     )
     assert not run.report["patch_successfully_applied"]
     assert ">>>>> Patch Apply Failed" in run.log
+
+
+def test_a_run_without_results_is_an_environment_failure_of_the_whole_instance() -> None:
+    from agentless.evaluate import run_failure_reason
+
+    log = "ImportError while loading conftest\nE   AttributeError: `np.Inf` was removed\n: '>>>>> End'\n"
+    assert run_failure_reason(log) == "E   AttributeError: `np.Inf` was removed"
+    assert run_failure_reason("collected 0 items\n") == "collected 0 items"
