@@ -91,6 +91,12 @@ def score_instance(
     return InstanceLocalization(instance_id, gold_files, hits, element_cov, line_cov, rank)
 
 
+def missed_instance(instance_id: str, gold_patch: str) -> InstanceLocalization:
+    """The score of an instance that localized nothing (its stage failed): a miss on every measure."""
+    gold_files = sorted(gold_changed_lines(gold_patch))
+    return InstanceLocalization(instance_id, gold_files, dict.fromkeys(KS, False), 0.0, 0.0, None)
+
+
 def summarize(results: Sequence[InstanceLocalization]) -> dict[str, float | int]:
     """Means over instances (coverage means over instances where it is defined)."""
     n = len(results)

@@ -372,7 +372,7 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bool) -> int:
     from agentless.pipeline import stage_path
-    from agentless.report import format_summary, score_instance, summarize
+    from agentless.report import format_summary, missed_instance, score_instance, summarize
     from agentless.repos import RepoCache
     from agentless.stages import StageFile
 
@@ -385,6 +385,14 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
         if not inst.patch or inst.instance_id not in files:
             continue
         row_f, row_e = files[inst.instance_id], elements.get(inst.instance_id, {})
+        if "stage_error" in row_f:
+            # Nothing was localized (often: the repository itself is unavailable, so reading the gold
+            # files would fail too): a miss on every measure.
+            result = missed_instance(inst.instance_id, inst.patch)
+            results.append(result)
+            if as_json:
+                print(json.dumps(result.__dict__))
+            continue
         result = score_instance(
             inst.instance_id,
             inst.patch,
