@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentless.localize.index import RepoIndex, is_source, is_test_path
+from agentless.localize.index import RepoIndex, is_peripheral_path, is_source, is_test_path
 from agentless.localize.signals import IssueSignals, extract_signals
 from data_pipeline.bm25 import bm25_scores, terms
 from data_pipeline.model_rank import paths_in_answer
@@ -34,6 +34,8 @@ class RankWeights:
     symbol_cap: float = 2.5
     max_symbol_files: int = 6
     test_factor: float = 0.3
+    peripheral_factor: float = 0.3
+    init_factor: float = 0.6
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,10 @@ def rank_files(
         score = sum(parts.values())
         if is_test_path(path):
             score *= w.test_factor
+        elif is_peripheral_path(path):
+            score *= w.peripheral_factor
+        elif path.endswith("/__init__.py"):
+            score *= w.init_factor  # re-exports match every name of the package
         if score > 0:
             ranked.append(RankedFile(path, score, dict(parts)))
     ranked.sort(key=lambda r: (-r.score, r.path))

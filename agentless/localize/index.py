@@ -61,6 +61,28 @@ def is_test_path(path: str) -> bool:
     )
 
 
+VENDORED_DIRS = frozenset(
+    {"vendor", "_vendor", "vendored", "third_party", "thirdparty", "extern", "externals"}
+)
+AUXILIARY_DIRS = frozenset({"doc", "docs", "examples", "example", "benchmarks", "bench", "scripts", "tools"})
+METADATA_FILES = frozenset(
+    {"setup.py", "conftest.py", "__pkginfo__.py", "_version.py", "version.py", "noxfile.py"}
+)
+
+
+def is_peripheral_path(path: str) -> bool:
+    """Files a fix rarely lands in although they match an issue's words: vendored copies of other
+    projects (`requests/packages/urllib3`, `_vendor/`), documentation and examples, packaging metadata.
+
+    `packages/` counts as vendored only inside a package (`requests/packages/`), not at the top, where it
+    is how monorepos lay out their own code.
+    """
+    parts = path.split("/")
+    dirs, name = parts[:-1], parts[-1]
+    vendored = any(d in VENDORED_DIRS for d in dirs) or "packages" in dirs[1:]
+    return vendored or (bool(dirs) and dirs[0] in AUXILIARY_DIRS) or name in METADATA_FILES
+
+
 @dataclass
 class RepoIndex:
     """One commit's files with statistics for its source files, and lookups the ranker needs."""
