@@ -13,8 +13,8 @@ from agentless.localize.elements import (
     parse_element_answer,
     rank_elements,
 )
-from agentless.localize.files import compact_tree, merge_rankings, parse_file_ranking, rank_files
-from agentless.localize.index import IndexCache
+from agentless.localize.files import RankWeights, compact_tree, merge_rankings, parse_file_ranking, rank_files
+from agentless.localize.index import IndexCache, is_peripheral_path
 from agentless.localize.signals import extract_signals
 from agentless.localize.skeleton import elements_of, skeleton
 from agentless.repair.context import windows
@@ -84,6 +84,30 @@ def test_rank_files_uses_the_deepest_frame_and_demotes_tests(tmp_path: Path) -> 
     assert by_module[0].path == "shop/pricing.py"
     by_symbol = rank_files(index, "Cart.total() is wrong when items is a generator")
     assert by_symbol[0].path == "shop/cart.py"
+
+
+def test_vendored_copies_docs_and_package_metadata_are_demoted(tmp_path: Path) -> None:
+    """requests ships urllib3 under requests/packages/: an issue about a header names words both share,
+    and the vendored copy must not outrank the project's own module (it does without the demotion)."""
+    own = "def parse_header(line):\n    key, value = line.split(':')\n    return key, value\n"
+    files = {
+        "shop/headers.py": own,
+        "shop/packages/urllib3/headers.py": own + "\n# header parse header split line key value\n",
+        "docs/conf.py": "# parse_header split header line key value\n",
+        "shop/__init__.py": "from shop.headers import parse_header  # parse header line\n",
+    }
+    repos, sha = _repo(tmp_path, files)
+    index = IndexCache(repos).get("shop/shop", sha)
+    issue = "parse_header splits the header line wrongly"
+    ranked = [r.path for r in rank_files(index, issue)]
+    assert ranked[0] == "shop/headers.py"
+    assert ranked.index("shop/packages/urllib3/headers.py") > ranked.index("shop/__init__.py")
+    flat = rank_files(index, issue, weights=RankWeights(peripheral_factor=1, init_factor=1))
+    assert flat[0].path == "shop/packages/urllib3/headers.py"
+    assert is_peripheral_path("requests/packages/urllib3/util.py") and is_peripheral_path("doc/conf.py")
+    assert is_peripheral_path("pip/_vendor/x.py") and is_peripheral_path("setup.py")
+    assert not is_peripheral_path("packages/core/x.py")  # a monorepo's own code
+    assert not is_peripheral_path("sympy/printing/ccode.py")
 
 
 def test_index_cache_reuses_blobs_across_commits_and_runs(tmp_path: Path) -> None:
