@@ -331,12 +331,19 @@ def test_space(text):
 
 def test_needs_extra():
     import tinydep_extra  # noqa: F401  (installed in the harness's image, not here)
+
+
+def test_git_sees_the_history():  # versioneer counts commits at import time
+    import subprocess
+
+    done = subprocess.run(["git", "rev-list", "--count", "HEAD"], capture_output=True, text=True)
+    assert done.returncode == 0 and int(done.stdout) >= 1, done.stderr
 """
 SRC_F2P = "\n\ndef test_doubled():\n    assert srcpkg.doubled() == 84\n"
 TEST_FILE = "tests/test_srcpkg.py"
 # pytest prints `PASSED tests/test_srcpkg.py::test_space[a b]`; the harness's parser splits on spaces, so the
 # dataset lists the id cut at the space, and grading prefix-matches it.
-P2P = [f"{TEST_FILE}::test_answer", f"{TEST_FILE}::test_space[a"]
+P2P = [f"{TEST_FILE}::test_answer", f"{TEST_FILE}::test_space[a", f"{TEST_FILE}::test_git_sees_the_history"]
 ENV_FAILING = f"{TEST_FILE}::test_needs_extra"
 
 

@@ -295,7 +295,7 @@ class LocalBackend:
             if not tests:
                 return TestRun("ok")
             script = shlex.join(["python", *PYTEST_ARGS, *test_files(tests)])
-            code, log, timed_out = self._run(env, tree, scratch, script)
+            code, log, timed_out = self._run(instance, env, tree, scratch, script)
         results = parse_pytest_report(log)
         if timed_out:
             return TestRun("timeout", results, log)
@@ -320,7 +320,7 @@ class LocalBackend:
                 reset_files(tree, instance.base_commit, plan.reset_files)
                 test_applied, said = apply_patch(tree, instance.test_patch, scratch / "test.diff")
                 lines.append(said if test_applied else f"[swerl] the test patch does not apply:\n{said}")
-                code, output, timed_out = self._run(env, tree, scratch, plan.test_cmd)
+                code, output, timed_out = self._run(instance, env, tree, scratch, plan.test_cmd)
                 lines += [f": '{START}'", output.rstrip("\n"), f": '{END}'", f"{api.TEST_EXIT_CODE}: {code}"]
                 if timed_out:
                     lines.append(f"{api.TESTS_TIMEOUT}: {self.timeout_s:g} s")
@@ -330,16 +330,26 @@ class LocalBackend:
         report = grade_log(instance, plan, patch, str(log_path))
         return EvalRun(log, report, status_map(instance, plan, str(log_path)), plan)
 
-    def _run(self, env: TestEnv, tree: Path, scratch: Path, script: str) -> tuple[int, str, bool]:
-        """Run shell lines in the tree, sandboxed: (exit status, output, timed out)."""
+    def _run(
+        self, instance: Instance, env: TestEnv, tree: Path, scratch: Path, script: str
+    ) -> tuple[int, str, bool]:
+        """Run shell lines in the tree, sandboxed: (exit status, output, timed out).
+
+        The mirror is visible read-only: the tree is a shared clone that reads its objects from there,
+        and code may call git at import time (versioneer's `_version.py` counts commits, as the harness's
+        /testbed, a full clone, allows)."""
         bin_dir = _shims(scratch / "bin", env.python)
         argv = ["/bin/bash", "-c", script]
         pairs = self.limits.rlimits()
         if pairs:
             argv = [env.python, "-I", "-S", "-c", _LIMITER, json.dumps(pairs), *argv]
         test_env = _test_env(tree, bin_dir, installed=env.testbed is not None)
+        mirror = self.repos.bare_path(instance.repo).resolve()
         if self._bwrap is not None:
-            cmd, run_env = bwrap_command(self._bwrap, env.python, tree, argv, test_env, [bin_dir]), None
+            cmd, run_env = (
+                bwrap_command(self._bwrap, env.python, tree, argv, test_env, [bin_dir, mirror]),
+                None,
+            )
         else:
             cmd, run_env = argv, test_env
         proc = subprocess.Popen(
