@@ -1,0 +1,96 @@
+"""Gold agreement of the local harness: tables from `swerl agentless evaluate` reports.
+
+`evaluate --predictions gold` should resolve every instance the official harness resolves with its gold
+patch (all of SWE-bench, by construction), except where this machine's environment differs (no network,
+today's releases of unpinned packages, no root for apt). This turns one or more gold run directories into
+the Markdown tables of docs/agentless.md: per repository the instances, those resolved strictly, those
+resolved once environment failures are set aside, and each environment failure with its reason.
+
+    python bench/agentless_gold.py runs/eval-gold-dev [more runs ...] [--compare runs/eval-gold-dev2]
+
+`--compare` checks that a second run of the same instances wrote an identical report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+
+def load(run: Path) -> dict[str, Any]:
+    return json.loads((run / "report.json").read_text(encoding="utf-8"))
+
+
+def repo_of(instance_id: str) -> str:
+    owner_name, _ = instance_id.rsplit("-", 1)
+    return owner_name.replace("__", "/")
+
+
+def table(report: dict[str, Any]) -> list[str]:
+    """Per repository: instances, strictly resolved, with environment failures, resolved among the rest."""
+    rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for iid, row in report["instances"].items():
+        counts = rows[repo_of(iid)]
+        env = bool(row.get("env_failures"))
+        counts[0] += 1
+        counts[1] += bool(row["resolved"])
+        counts[2] += env
+        counts[3] += bool(row["resolved"]) and not env
+    lines = [
+        "| repository | instances | resolved (strict) | with env. failures | resolved among the others |"
+    ]
+    lines.append("|---|---|---|---|---|")
+    total = [0, 0, 0, 0]
+    for repo in sorted(rows):
+        counts = rows[repo]
+        total = [a + b for a, b in zip(total, counts, strict=True)]
+        lines.append(_row(repo, counts))
+    lines.append(_row("**all**", total))
+    return lines
+
+
+def _row(name: str, counts: list[int]) -> str:
+    n, strict, with_env, clean_resolved = counts
+    return f"| {name} | {n} | {strict} | {with_env} | {clean_resolved}/{n - with_env} |"
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    lines = [
+        "| instance | tests failing with gold here | reason (pytest's summary, first) |",
+        "|---|---|---|",
+    ]
+    for iid, row in sorted(report["instances"].items()):
+        env = row.get("env_failures") or {}
+        if env:
+            reason = next(iter(env.values())).replace("|", "\\|")[:120]
+            what = "all (no results)" if "*" in env else str(len(env))
+            lines.append(f"| {iid} | {what} | {reason} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--compare", nargs="*", type=Path, default=[])
+    args = parser.parse_args(argv)
+    for run in args.runs:
+        report = load(run)
+        print(f"## {run}\n")
+        print("\n".join(table(report)))
+        print()
+        print("\n".join(failures(report)))
+        print()
+    for first, second in zip(args.runs, args.compare, strict=False):
+        same = load(first) == load(second)
+        print(f"{first} vs {second}: {'identical reports' if same else 'REPORTS DIFFER'}")
+        if not same:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
