@@ -1,12 +1,12 @@
-"""Repository cache: one bare mirror per repository, trees read or exported at any commit.
+"""Repository cache: one bare mirror per repository, trees read or checked out at any commit.
 
 Localization only reads blobs, so it never needs a checkout: `files_at` and `read_blobs` go straight to
-the object store. Tests need files on disk; `export` writes a commit's tree with a throwaway index and
-`checkout-index`, which runs no hooks (a repository's own hooks are code we must not run) and leaves the
-mirror untouched, so many exports of one repository can coexist.
+the object store. Tests need a work tree: `checkout` makes a shared clone of the mirror at a commit
+(hooks off: a repository's own hooks are code we must not run), leaving the mirror untouched, so many
+checkouts of one repository can coexist.
 
-Where mirrors come from: `mirror_dir` (offline: a directory of clones named `owner__name`, `name` or
-`owner/name`, bare or not), else GitHub over https unless `offline`.
+Where mirrors come from: `mirror_dir` (offline: a directory of clones in any usual layout, see
+`find_clone`), else GitHub over https unless `offline`.
 """
 
 from __future__ import annotations
@@ -232,28 +232,4 @@ class RepoCache:
         target = Path(dest)
         run_git(["clone", "--quiet", "--shared", "--no-checkout", str(bare), str(target)])
         run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit], cwd=target)
-        return target
-
-    def export(self, repo: str, commit: str, dest: str | Path) -> Path:
-        """Write the commit's tree into `dest` (must be empty or missing). Runs no repository hooks."""
-        bare = self.ensure(repo, commit)
-        target = Path(dest)
-        target.mkdir(parents=True, exist_ok=True)
-        if any(target.iterdir()):
-            raise RepoError(f"export target {target} is not empty")
-        with tempfile.TemporaryDirectory(prefix="swerl-index-") as tmp:
-            env_index = str(Path(tmp) / "index")
-            argv_env = {"GIT_INDEX_FILE": env_index}
-            work_tree = f"--work-tree={target.resolve()}"
-            for args in (["read-tree", commit], [work_tree, "checkout-index", "-a", "-f"]):
-                proc = subprocess.run(
-                    ["git", *_GIT_CONFIG, *args],
-                    cwd=bare,
-                    capture_output=True,
-                    env={**_git_env(), **argv_env},
-                    check=False,
-                )
-                if proc.returncode != 0:
-                    message = proc.stderr.decode(errors="replace")
-                    raise RepoError(f"{repo}@{commit}: git {args[-3]} failed: {message}")
         return target

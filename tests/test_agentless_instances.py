@@ -76,10 +76,10 @@ def test_stage_file_resume_drops_a_torn_last_line(tmp_path: Path) -> None:
         reopened.append({"x": 1})
 
 
-def test_repo_cache_mirrors_offline_reads_blobs_and_exports(tmp_path: Path) -> None:
+def test_repo_cache_mirrors_offline_reads_blobs_and_checks_out(tmp_path: Path) -> None:
     instance, clones = build_demo(tmp_path / "demo")
     hook = clones / "demo-org__calc" / ".git" / "hooks" / "post-checkout"
-    hook.write_text("#!/bin/sh\ntouch /tmp/swerl-hook-ran-$$\nexit 1\n")
+    hook.write_text("#!/bin/sh\nexit 1\n")  # would fail the checkout, were it run
     hook.chmod(0o755)
     repos = RepoCache(tmp_path / "cache", mirror_dir=clones, offline=True)
     entries = {e.path: e for e in repos.files_at(instance.repo, instance.base_commit)}
@@ -87,7 +87,7 @@ def test_repo_cache_mirrors_offline_reads_blobs_and_exports(tmp_path: Path) -> N
     blobs = dict(repos.read_blobs(instance.repo, [entries["calc/stats.py"].blob, entries["README.md"].blob]))
     assert blobs[entries["README.md"].blob] == b"# calc\n\nSmall numeric helpers.\n"
     assert repos.read_file(instance.repo, instance.base_commit, "nope.py") is None
-    out = repos.export(instance.repo, instance.base_commit, tmp_path / "export")
+    out = repos.checkout(instance.repo, instance.base_commit, tmp_path / "tree")
     original = subprocess.run(
         ["git", "show", f"{instance.base_commit}:calc/stats.py"],
         cwd=clones / "demo-org__calc",
@@ -95,9 +95,13 @@ def test_repo_cache_mirrors_offline_reads_blobs_and_exports(tmp_path: Path) -> N
         check=True,
     ).stdout
     assert (out / "calc" / "stats.py").read_bytes() == original
-    assert not (out / ".git").exists()
-    with pytest.raises(RepoError, match="not empty"):
-        repos.export(instance.repo, instance.base_commit, out)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=out, capture_output=True, text=True, check=True)
+    assert head.stdout.strip() == instance.base_commit
+    assert not subprocess.run(
+        ["git", "status", "--porcelain"], cwd=out, capture_output=True, text=True
+    ).stdout
+    with pytest.raises(RepoError, match="not an empty directory"):
+        repos.checkout(instance.repo, instance.base_commit, out)
     with pytest.raises(RepoError, match="no clone"):
         RepoCache(tmp_path / "c2", mirror_dir=tmp_path, offline=True).ensure("x/y", "a" * 40)
     with pytest.raises(RepoError, match="not found"):
