@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime as dt
+import itertools
 import json
+import re
 import secrets
 import shutil
 import subprocess
@@ -71,12 +73,22 @@ def predictions_for(source: str, instances: Sequence[Instance]) -> dict[str, dic
 
 
 def failure_reason(log: str, test: str, status: str) -> str:
-    """Why a test failed, from pytest's `-rA` summary (`FAILED id - message`), else its status."""
-    for line in log.splitlines():
+    """Why a test failed: pytest's `-rA` summary (`FAILED id - message`), else the last `E   ` line of
+    the test's section in the failures report (`____ Class.test ____`), else its status."""
+    lines = log.splitlines()
+    for line in lines:
         for word in ("FAILED", "ERROR"):
             prefix = f"{word} {test} - "
             if line.startswith(prefix):
                 return line[len(prefix) :].strip()[:300]
+    name = test.split("::")[-1]
+    header = re.compile(r"^_{3,} (?:\S+\.)?" + re.escape(name) + r" _{3,}$")
+    for i, line in enumerate(lines):
+        if header.match(line):
+            section = itertools.takewhile(lambda s: not s.startswith(("____", "====")), lines[i + 1 :])
+            errors = [s.strip() for s in section if s.startswith("E ")]
+            if errors:
+                return errors[-1][:300]
     return status
 
 

@@ -8,7 +8,7 @@ resolved once environment failures are set aside, and each environment failure w
 
     python bench/agentless_gold.py runs/eval-gold-dev [more runs ...] [--compare runs/eval-gold-dev2]
 
-`--compare` checks that a second run of the same instances wrote an identical report.
+`--compare` checks that a second run wrote identical rows for the instances both ran.
 """
 
 from __future__ import annotations
@@ -85,9 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(failures(report)))
         print()
     for first, second in zip(args.runs, args.compare, strict=False):
-        same = load(first) == load(second)
-        print(f"{first} vs {second}: {'identical reports' if same else 'REPORTS DIFFER'}")
-        if not same:
+        a, b = load(first)["instances"], load(second)["instances"]
+        common = sorted(set(a) & set(b))
+        differ = [iid for iid in common if a[iid] != b[iid]]
+        print(f"{first} vs {second}: {len(common)} instances in both, {len(differ)} differ {differ}")
+        if differ:
             return 1
     return 0
 

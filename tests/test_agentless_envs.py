@@ -506,3 +506,21 @@ def test_a_run_without_results_is_an_environment_failure_of_the_whole_instance()
     log = "ImportError while loading conftest\nE   AttributeError: `np.Inf` was removed\n: '>>>>> End'\n"
     assert run_failure_reason(log) == "E   AttributeError: `np.Inf` was removed"
     assert run_failure_reason("collected 0 items\n") == "collected 0 items"
+
+
+def test_failure_reasons_come_from_the_summary_or_the_tests_section() -> None:
+    from agentless.evaluate import failure_reason
+
+    log = "\n".join(
+        [
+            "________________ RequestsTestCase.test_get ________________",
+            "    def test_get(self):",
+            "E           ConnectionError: Max retries exceeded (name resolution)",
+            "________________ RequestsTestCase.test_post ________________",
+            "E   AssertionError",
+            "FAILED t.py::RequestsTestCase::test_other - KeyError: 'x'",
+        ]
+    )
+    assert failure_reason(log, "t.py::RequestsTestCase::test_get", "FAILED").startswith("E           Conn")
+    assert failure_reason(log, "t.py::RequestsTestCase::test_other", "FAILED") == "KeyError: 'x'"
+    assert failure_reason(log, "t.py::test_missing", "MISSING") == "MISSING"
