@@ -76,11 +76,15 @@ def failure_reason(log: str, test: str, status: str) -> str:
     """Why a test failed: pytest's `-rA` summary (`FAILED id - message`), else the last `E   ` line of
     the test's section in the failures report (`____ Class.test ____`), else its status."""
     lines = log.splitlines()
+    summary = ""
     for line in lines:
         for word in ("FAILED", "ERROR"):
             prefix = f"{word} {test} - "
             if line.startswith(prefix):
-                return line[len(prefix) :].strip()[:300]
+                summary = line[len(prefix) :].strip()
+    if summary and not summary.endswith("..."):  # pytest cuts summary lines to the terminal's width
+        return summary[:300]
+    status = summary or status
     name = test.split("::")[-1]
     header = re.compile(r"^_{3,} (?:\S+\.)?" + re.escape(name) + r" _{3,}$")
     for i, line in enumerate(lines):
@@ -117,12 +121,15 @@ def _evaluate_one(
         run = backend.evaluate(inst, patch, logs / "test_output.txt")
     except Exception as err:  # one instance must not stop the run; its row and log say what happened
         (logs / "run_instance.log").write_text(traceback.format_exc(), encoding="utf-8")
-        return {
+        row = {
             "instance_id": inst.instance_id,
             "status": "error",
             "resolved": False,
             "error": str(err)[:2000],
         }
+        if pred.get("model_name_or_path") == "gold":  # no repository or no environment here
+            row["env_failures"] = {ALL_TESTS: f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
+        return row
     report = run.report
     tests = report.get("tests_status", {})
     failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(kind, {}).get("failure", [])]

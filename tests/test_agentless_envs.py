@@ -519,8 +519,24 @@ def test_failure_reasons_come_from_the_summary_or_the_tests_section() -> None:
             "________________ RequestsTestCase.test_post ________________",
             "E   AssertionError",
             "FAILED t.py::RequestsTestCase::test_other - KeyError: 'x'",
+            "FAILED t.py::RequestsTestCase::test_post - AssertionEr...",
         ]
     )
+    assert failure_reason(log, "t.py::RequestsTestCase::test_post", "FAILED") == "E   AssertionError"
     assert failure_reason(log, "t.py::RequestsTestCase::test_get", "FAILED").startswith("E           Conn")
     assert failure_reason(log, "t.py::RequestsTestCase::test_other", "FAILED") == "KeyError: 'x'"
     assert failure_reason(log, "t.py::test_missing", "MISSING") == "MISSING"
+
+
+def test_a_gold_instance_that_cannot_run_here_is_listed_with_the_reason(tmp_path: Path) -> None:
+    from agentless.evaluate import evaluate_local, predictions_for
+
+    (tmp_path / "clones").mkdir()
+    missing = Instance("acme__gone-1", "acme/gone", "0" * 40, "issue", patch="diff --git a/x b/x\n")
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    backend = LocalBackend(repos, EnvManager(tmp_path / "envs"), isolation=ISOLATION)
+    report = evaluate_local([missing], predictions_for("gold", [missing]), backend, tmp_path / "out")
+    assert report["error_ids"] == ["acme__gone-1"] and report["env_failure_ids"] == ["acme__gone-1"]
+    reason = report["instances"]["acme__gone-1"]["env_failures"]["*"]
+    assert reason.startswith("RepoError: acme/gone: no clone under")
+    assert "RepoError" in (tmp_path / "out" / "logs" / "acme__gone-1" / "run_instance.log").read_text()
