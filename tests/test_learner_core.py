@@ -12,7 +12,8 @@ from tiny import tiny_llama_config
 from transformers import LlamaForCausalLM
 
 from swerl.learner import DistInfo, Learner, LearnerConfig, MetricsLogger, read_metrics
-from swerl.learner.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, seed_everything
+from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
+from swerl.learner.layout import latest_checkpoint
 from swerl.learner.learner import _lr_lambda, load_deepspeed_config
 from swerl.trainers.data import EpochSampler, rank_slice
 

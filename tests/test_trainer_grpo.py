@@ -169,7 +169,9 @@ def test_packed_log_probs_ignore_padding(tiny_dir: Path) -> None:
 
 def test_config_yaml_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("num_generations: 4\nlearning_rate: 1.0e-5\nbeta: 0.04\n")
+    path.write_text(
+        "model_name_or_path: m\ntrain_file: t.jsonl\nnum_generations: 4\nlearning_rate: 1.0e-5\nbeta: 0.04\n"
+    )
     config = GRPOConfig.from_yaml(path, ["max_steps=7", "deepspeed=null"])
     assert (config.num_generations, config.learning_rate, config.beta, config.max_steps) == (4, 1e-5, 0.04, 7)
     assert dataclasses.asdict(config)["deepspeed"] is None

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,7 @@ import numpy as np
 import torch
 
 from swerl.learner.dist import DistInfo, barrier
-
-_CKPT = re.compile(r"^checkpoint-(\d+)$")
+from swerl.learner.layout import checkpoint_dirs
 
 
 def rng_state() -> dict[str, Any]:
@@ -53,19 +51,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def checkpoint_dirs(run_dir: Path) -> list[Path]:
-    """Completed checkpoints of a run, oldest first."""
-    if not run_dir.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if p.is_dir() and (m := _CKPT.match(p.name))]
-    return [p for _, p in sorted(found)]
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    dirs = checkpoint_dirs(run_dir)
-    return dirs[-1] if dirs else None
 
 
 def save_checkpoint(

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from swerl.algorithms import entropy_from_logits, token_logprobs
-from swerl.learner.checkpoint import latest_checkpoint
+from swerl.learner.layout import latest_checkpoint
 from swerl.trainers.config import TrainConfig
 from swerl.trainers.data import Example
 from swerl.trainers.rewards import GroupReward
