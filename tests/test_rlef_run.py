@@ -79,8 +79,9 @@ def test_eval_cli_with_and_without_feedback(tiny_dir: Path, tmp_path: Path) -> N
     from swerl.cli.eval import parse_nk
 
     assert parse_nk("1@3, 10@100") == [(1, 3), (10, 100)]
-    with pytest.raises(ValueError):
-        parse_nk("3")
+    for bad in ("3", "3@1", "0@2", "a@b"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_nk(bad)
 
 
 def test_wrong_constant_variant_changes_only_the_last_literal() -> None:

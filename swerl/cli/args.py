@@ -108,6 +108,14 @@ def existing_dir(text: str) -> Path:
     return path
 
 
+def existing_path(text: str) -> Path:
+    """A file or directory that exists now."""
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"no such file or directory: {text}")
+    return path
+
+
 def output_file(text: str) -> Path:
     """A file to write: not a directory, and its folder not a file (created when the command starts)."""
     path = Path(text)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import sysconfig
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,14 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _origin(err: BaseException) -> str:
-    """'file:line in function' of the innermost frame of swerl's own code that the error passed through
-    (else the innermost frame), so a one-line report still says where to look."""
+    """'file:line in function' of the innermost frame outside the standard library and installed
+    packages (swerl's own code, unless the error came from a library; then the innermost frame), so a
+    one-line report still says where to look."""
     frames = traceback.extract_tb(err.__traceback__)
     if not frames:
         return ""
-    root = Path(__file__).resolve().parents[2]
-    ours = [f for f in frames if Path(f.filename).resolve().is_relative_to(root)]
+    libraries = {Path(sysconfig.get_path(name)).resolve() for name in ("stdlib", "purelib", "platlib")}
+    ours = [f for f in frames if not any(Path(f.filename).resolve().is_relative_to(p) for p in libraries)]
     frame = (ours or frames)[-1]
+    root = Path(__file__).resolve().parents[2]
     path = Path(frame.filename).resolve()
     shown = path.relative_to(root) if path.is_relative_to(root) else path
     return f"{shown}:{frame.lineno} in {frame.name}"

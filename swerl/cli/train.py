@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from swerl.cli import silence_library_progress
+from swerl.cli.args import existing_file
 from swerl.errors import UserError
 
 # Subcommand -> (trainer module under swerl.trainers, its config class, what its run directory holds,
@@ -27,6 +29,8 @@ _TRAINERS = {
     "sft": ("sft", "SFTConfig", "metrics.jsonl, final/", "--set max_steps=10 --set learning_rate=2e-5"),
     "rlef": ("rlef", "RLEFConfig", "metrics.jsonl, eval.json, final/", "--set max_steps=10 --set beta=0.1"),
 }
+# Trainers whose train_file holds the data pipeline's rows (RLEF reads code_contests problems).
+_ROW_FILE_TRAINERS = ("grpo", "sft")
 # Where each config class lives: the light module, so --fields and validation need no torch.
 _CONFIG_MODULES = {"GRPOConfig": "swerl.trainers.config", "SFTConfig": "swerl.trainers.config"}
 
@@ -51,7 +55,9 @@ def register(groups: argparse._SubParsersAction) -> None:
             description=help_text,
             epilog=f"example:\n  swerl train {name} --config configs/{name}_tiny_cpu.yaml {example}",
         )
-        sub.add_argument("--config", type=Path, help="YAML file of config fields (required to train)")
+        sub.add_argument(
+            "--config", type=existing_file, help="YAML file of config fields (required to train)"
+        )
         sub.add_argument(
             "--set",
             dest="overrides",
@@ -97,6 +103,13 @@ def load_checked(command: str, args: argparse.Namespace) -> Any:
     if args.resume:
         config.resume_from_checkpoint = args.resume
     missing = config.missing_inputs()
+    if not missing and command in _ROW_FILE_TRAINERS:
+        from swerl.trainers.data import rows_file_problem
+
+        for key in ("train_file", "eval_file"):
+            problem = getattr(config, key) and rows_file_problem(getattr(config, key))
+            if problem:
+                missing.append((key, problem))
     if missing:
         found = "; ".join(f"{args.config}: {key}: {why}" for key, why in missing)
         raise UserError(found + _hint(args.config))
@@ -120,6 +133,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.config is None:
         args.parser.error("--config FILE is required (see configs/; --fields lists what it may set)")
     config = load_checked(args.command, args)
+    if args.quiet:
+        silence_library_progress()
     trainer = importlib.import_module(f"swerl.trainers.{_TRAINERS[args.command][0]}")
     result = trainer.run(config, progress=not args.quiet)
     from swerl.learner.dist import shutdown_distributed

@@ -160,9 +160,6 @@ def _score_parquet(
                 writer = writer or pq.ParquetWriter(tmp, table.schema)
                 writer.write_table(table)
                 done = []
-        if writer is None:  # an empty input still gets a valid, empty output with the new columns
-            empty = pa.RecordBatch.from_pylist([], schema=source.schema_arrow)
-            pq.write_table(_with_reward(empty, []), tmp)
     finally:
         if writer is not None:
             writer.close()

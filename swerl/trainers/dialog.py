@@ -479,6 +479,7 @@ def evaluate_dialogs(
     nk: Sequence[tuple[int, int]] = ((1, 3), (10, 100)),
     batch_problems: int = 16,
     seed: int = 0,
+    progress: bool = False,
 ) -> DialogEval:
     """`samples` dialogs per task, every answer judged on the held-out tests, then n@k (nak.py).
 
@@ -495,6 +496,9 @@ def evaluate_dialogs(
     max_turns = 1 if config.feedback == "none" else config.max_turns
     for t in range(2, max_turns + 1):
         fixed[t] = 0
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(tasks), desc="eval", unit="problem", disable=not progress, dynamic_ncols=True)
     for lo in range(0, len(tasks), batch_problems):
         chunk = list(tasks[lo : lo + batch_problems])
         episodes = run_episodes(
@@ -516,6 +520,8 @@ def evaluate_dialogs(
                         fixed[t] += 1
                         break
             dialogs.append(problem_dialogs)
+        bar.update(len(chunk))
+    bar.close()
     rates = [solve_rate(dialogs, n, k, seed=seed) for n, k in nk]
     return DialogEval(
         rates=rates,
