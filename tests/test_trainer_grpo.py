@@ -95,7 +95,7 @@ def test_resume_gives_the_same_next_steps(tiny_dir: Path, tmp_path: Path) -> Non
     assert (ckpt / "trainer_state.json").exists()
     # A new process would load the model from the checkpoint; so do we, after disturbing every RNG.
     torch.manual_seed(12345)
-    resumed = make_trainer(ckpt / "model", tmp_path / "b", max_steps=4, resume_from_checkpoint=str(ckpt))
+    resumed = make_trainer(ckpt, tmp_path / "b", max_steps=4, resume_from_checkpoint=str(ckpt))
     tail = resumed.train()
     assert len(tail) == 2
     for want, got in zip(straight[2:], tail, strict=True):

@@ -1,8 +1,9 @@
 """Checkpoints that resume exactly: model (HF form), optimizer, scheduler, RNG streams, data position.
 
-Layout of `RUN/checkpoint-STEP/`:
+Layout of `RUN/checkpoint-STEP/`, as HF Trainer lays out its checkpoints, so that
+`AutoModelForCausalLM.from_pretrained("RUN/checkpoint-STEP")` loads the policy of that step:
 
-    model/               save_pretrained + tokenizer: loadable by anything that loads a HF model
+    config.json, model.safetensors, tokenizer files    save_pretrained of the policy and its tokenizer
     optimizer.pt         plain torch path (DeepSpeed keeps its sharded states under deepspeed/)
     scheduler.pt
     rng_state_RANK.pt    python, numpy, torch CPU (and CUDA) generators of each rank
@@ -69,7 +70,7 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
     barrier()
-    learner.save_pretrained(tmp / "model", tokenizer)
+    learner.save_pretrained(tmp, tokenizer)
     learner.save_state(tmp)
     torch.save(rng_state(), tmp / f"rng_state_{dist.rank}.pt")
     barrier()
@@ -87,7 +88,7 @@ def save_checkpoint(
 def load_checkpoint(ckpt: Path, learner: Any, dist: DistInfo) -> dict[str, Any]:
     """Restore optimizer, scheduler and this rank's RNG; returns the trainer state to continue from.
 
-    The model weights were already loaded from `ckpt/model` when the trainer built the model.
+    The model weights were already loaded from the checkpoint when the trainer built the model.
     """
     learner.load_state(ckpt)
     rng_file = ckpt / f"rng_state_{dist.rank}.pt"

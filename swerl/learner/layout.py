@@ -20,6 +20,13 @@ def checkpoint_dirs(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def checkpoint_model_dir(ckpt: Path) -> Path:
+    """Where a checkpoint's HF model lies: the checkpoint itself, or its `model/` folder in checkpoints
+    written before the layout followed HF Trainer's."""
+    legacy = ckpt / "model"
+    return legacy if (legacy / "config.json").is_file() else ckpt
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
     dirs = checkpoint_dirs(run_dir)
     return dirs[-1] if dirs else None

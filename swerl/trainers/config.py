@@ -35,7 +35,7 @@ class TrainConfig(LearnerConfig):
     """What every trainer needs besides optimization (inherited from LearnerConfig, flat in YAML).
 
     Attributes:
-        model_name_or_path: HF model id or local save_pretrained directory (also a checkpoint's model/).
+        model_name_or_path: HF model id or local save_pretrained directory (a run's final/ or checkpoint-N/).
         train_file: Parquet or JSONL rows from the data pipeline (problem_statement, code_context,
             oracle_new_content; an optional `prompt` list of chat messages overrides the built prompt).
         eval_file: held-out rows, scored before training and at the end (optional).

@@ -18,6 +18,7 @@ import yaml
 from torch import Tensor
 
 from swerl.learner import Learner, MetricsLogger, init_distributed
+from swerl.learner.layout import checkpoint_model_dir
 from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
 from swerl.learner.dist import all_reduce
 from swerl.trainers.common import completion_logprobs, resolve_resume
@@ -198,7 +199,7 @@ def load_run(config: Any) -> tuple[Path | None, Any, Any]:
 
     ckpt = resolve_resume(config)
     model, tokenizer = load_policy(
-        str(ckpt / "model") if ckpt else config.model_name_or_path, config.trust_remote_code
+        str(checkpoint_model_dir(ckpt)) if ckpt else config.model_name_or_path, config.trust_remote_code
     )
     return ckpt, model, tokenizer
 
