@@ -18,9 +18,9 @@ import yaml
 from torch import Tensor
 
 from swerl.learner import Learner, MetricsLogger, init_distributed
-from swerl.learner.layout import checkpoint_model_dir
 from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
 from swerl.learner.dist import all_reduce
+from swerl.learner.layout import checkpoint_model_dir
 from swerl.trainers.common import completion_logprobs, resolve_resume
 
 
