@@ -175,7 +175,7 @@ class EpochSampler:
 
     def __init__(self, size: int, seed: int) -> None:
         if size <= 0:
-            raise ValueError("no training examples")
+            raise UserError("no training examples (is train_file empty, or every prompt too long?)")
         self.size, self.seed = size, seed
         self.epoch, self.position = 0, 0
         self._order = self._shuffled(0)

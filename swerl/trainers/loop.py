@@ -17,6 +17,7 @@ import torch
 import yaml
 from torch import Tensor
 
+from swerl.errors import UserError
 from swerl.learner import Learner, MetricsLogger, init_distributed
 from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
 from swerl.learner.dist import all_reduce
@@ -36,7 +37,10 @@ class TrainLoop:
         self.dist = init_distributed()
         # RL trainers keep whole prompt groups on one rank; SFT has no groups (no `prompts_per_step`).
         if getattr(config, "prompts_per_step", 0) % self.dist.world_size:
-            raise ValueError("prompts_per_step must be a multiple of the number of processes")
+            raise UserError(
+                f"prompts_per_step {config.prompts_per_step} must be a multiple of the number of processes "
+                f"({self.dist.world_size})"
+            )
         seed_everything(config.seed + self.dist.rank)
         self.tokenizer = tokenizer
         self.step = 0
