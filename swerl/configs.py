@@ -240,9 +240,3 @@ def _validated(cls: type[T], values: dict[str, Any], origins: dict[str, str], de
         raise UserError("; ".join(f"{label(key)}: {text}" for key, text in found))
     return config
 
-
-def validate_config(config: T) -> T:
-    """Check a config built in Python (not loaded from YAML) by the same rules, so a trainer called from
-    code refuses `max_steps=2.5` as the command line does; returns the converted copy."""
-    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}  # type: ignore[arg-type]
-    return _validated(type(config), values, {}, "config")
