@@ -67,13 +67,14 @@ class RLEFConfig(TrainConfig):
         gamma, lam: GAE over turns. gamma = 1 (episodes are at most 3 turns, nothing to discount);
             lam = 0.95 (PPO's usual value: mostly Monte-Carlo, a little bootstrapping from the critic).
         whiten_advantages: whiten the per-answer advantages over the global batch.
-        epsilon: policy clip range; value_clip: clip range of the value loss.
+        epsilon: policy clip range.
+        value_clip: clip range of the value loss.
         critic_learning_rate: the critic's AdamW learning rate (the policy uses learning_rate).
         num_iterations: PPO passes over each rollout batch (each pass: one optimizer step per model).
         feedback: "execution" (RLEF), "random" or "none" (ablations, for training too).
         solved_reward / failed_reward / invalid_code_reward: the task rewards (+1 / -1 / -0.2).
-        sft_warmup_steps: before RL, supervised steps on the problems' reference solutions (0: none);
-            sft_learning_rate / sft_batch_size: their optimizer settings.
+        sft_warmup_steps: before RL, supervised steps on the problems' reference solutions (0: none).
+        sft_learning_rate / sft_batch_size: the warm-up's optimizer settings.
         sft_fix_dialogs: the warm-up also trains second turns: a corrupted reference solution, the
             sandbox's real feedback on it, then the reference solution (only the fix is trained on).
         eval_samples: dialogs per held-out problem for the before/after 1@3 report.
