@@ -132,6 +132,20 @@ def format_fields(cls: type) -> str:
     return "\n".join(lines)
 
 
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+
+def missing_model(name: str) -> str | None:
+    """Why model `name` cannot be loaded, if that is clear without the network: it names a local
+    directory that does not exist. A Hugging Face hub id is `name` or `owner/name`; a path with more
+    parts, or one that starts with `.`, `/` or `~`, cannot be one."""
+    if Path(name).exists():
+        return None if Path(name).is_dir() else f"{name} is a file; a model is a directory"
+    if _HUB_ID.fullmatch(name) and not name.startswith((".", "~")):
+        return None
+    return f"no such model directory {name}"
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -239,4 +253,3 @@ def _validated(cls: type[T], values: dict[str, Any], origins: dict[str, str], de
     if found:
         raise UserError("; ".join(f"{label(key)}: {text}" for key, text in found))
     return config
-

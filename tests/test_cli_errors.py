@@ -62,6 +62,7 @@ BAD_VALUES: dict[Callable[[str], object], tuple[str, ...]] = {
     cli_args.output_dir: ("x.txt", "x.txt/deeper"),
     cli_reward._cap: ("-5", "lots"),
     parse_nk: ("3@1", "0@3", "3", "a@b"),
+    cli_args.model_name: ("./missing-model", "x.txt", "a/b/c"),
 }
 UNCHECKED = (int, float, Path)
 

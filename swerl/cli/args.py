@@ -116,6 +116,17 @@ def existing_path(text: str) -> Path:
     return path
 
 
+def model_name(text: str) -> str:
+    """A hub id or a model directory: a local path that does not exist is refused now, rather than by a
+    hub-id error after the data has loaded."""
+    from swerl.configs import missing_model
+
+    problem = missing_model(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def output_file(text: str) -> Path:
     """A file to write: not a directory, and its folder not a file (created when the command starts)."""
     path = Path(text)

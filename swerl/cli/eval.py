@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from swerl.cli.args import (
+    model_name,
     nonnegative_float,
     nonnegative_int,
     output_file,
@@ -66,7 +67,9 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 
 def _common(parser: argparse.ArgumentParser, default_nk: str) -> None:
-    parser.add_argument("--model", required=True, help="HF model id or save_pretrained directory")
+    parser.add_argument(
+        "--model", required=True, type=model_name, help="HF model id or save_pretrained directory"
+    )
     parser.add_argument(
         "--nk",
         type=parse_nk,

@@ -24,6 +24,7 @@ from swerl.configs import (
     PositiveInt,
     UnitInterval,
     load_config,
+    missing_model,
 )
 from swerl.learner.config import LearnerConfig
 
@@ -88,23 +89,14 @@ class TrainConfig(LearnerConfig):
         """(field, why) for input paths that do not exist, checked before any model loads. A model name
         that is not a path on this machine is taken for a hub id (`owner/name`) unless it cannot be one."""
         found = []
-        model = self.model_name_or_path
-        if model and not Path(model).exists() and not _could_be_hub_id(model):
-            found.append(("model_name_or_path", f"no such model directory {model}"))
+        problem = self.model_name_or_path and missing_model(self.model_name_or_path)
+        if problem:
+            found.append(("model_name_or_path", problem))
         for name in ("train_file", "eval_file"):
             value = getattr(self, name)
             if value and _local_path(value) and not _path_or_glob_exists(value):
                 found.append((name, f"no such file {value}"))
         return found
-
-
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
-
-
-def _could_be_hub_id(name: str) -> bool:
-    """A Hugging Face hub id is `name` or `owner/name`; a path with more parts, or that starts with `.`,
-    `/` or `~`, is a local directory that is missing."""
-    return bool(_HUB_ID.fullmatch(name)) and not name.startswith((".", "~"))
 
 
 def _local_path(value: str) -> bool:
