@@ -381,8 +381,10 @@ def _run(args: argparse.Namespace) -> int:
     # The current stretch of steps between two held-out evaluations: its first step, length, start time.
     first, length, began = sft.step, chunk, time.perf_counter()
 
-    def sft_stop(_: Any) -> bool:
-        return finished
+    def sft_stop(trainer: Any) -> bool:
+        # Also mid-stretch once the deadline has passed: on a heavily loaded machine one stretch of steps
+        # can take longer than the whole budget.
+        return finished or (trainer.step > 0 and time.perf_counter() >= sft_deadline)
 
     def sft_evaluate(trainer: Any, row: dict[str, float]) -> None:
         nonlocal best, stale, finished, first, length, began
