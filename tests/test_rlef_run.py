@@ -151,3 +151,42 @@ def test_short_learning_run(tiny_dir: Path, tmp_path: Path) -> None:
 
     resumed = run(dataclasses.replace(config, resume_from_checkpoint="latest"), progress=False)
     assert len(resumed["history"]) == 1 and "eval_before" not in resumed
+
+
+def test_a_resumed_run_logs_what_the_uninterrupted_run_logs(tiny_dir: Path, tmp_path: Path) -> None:
+    """Stop after step 2 and resume: steps 3 and 4 log exactly the uninterrupted run's metrics.
+
+    That needs rho to be the start model (the SFT warm-up's output) on resume, not the checkpoint's policy
+    (the KL term would then start again from 0), the critic and both optimizers from the checkpoint, and
+    the sampling RNG where the run left it.
+    """
+    import dataclasses
+
+    from swerl.trainers.rlef import RLEFConfig, run
+
+    root = Path(__file__).resolve().parents[1]
+    overrides = [
+        f"model_name_or_path={tiny_dir}",
+        "eval_file=null",
+        "max_train_samples=8",
+        "sft_warmup_steps=3",
+        "max_steps=4",
+        "save_steps=2",
+        "prompts_per_step=2",
+        "episodes_per_problem=2",
+        "max_completion_length=12",
+        "learning_rate=1.0e-3",
+    ]
+    config = RLEFConfig.from_yaml(root / "configs/rlef_tiny_cpu.yaml", overrides)
+
+    def timeless(rows: list[dict[str, float]]) -> list[dict[str, float]]:
+        return [{k: v for k, v in row.items() if "time" not in k} for row in rows]
+
+    whole = run(dataclasses.replace(config, output_dir=str(tmp_path / "whole")), progress=False)
+    parts = dataclasses.replace(config, output_dir=str(tmp_path / "parts"))
+    first = run(parts, progress=False, stop=lambda trainer: trainer.step >= 2)
+    second = run(dataclasses.replace(parts, resume_from_checkpoint="latest"), progress=False)
+    assert len(first["history"]) == 2 and len(second["history"]) == 2 and "sft" not in second
+    assert timeless(first["history"]) == timeless(whole["history"][:2])
+    assert timeless(second["history"]) == timeless(whole["history"][2:])
+    assert whole["history"][2]["kl"] != 0.0  # the policy has moved from rho: the check has teeth

@@ -42,8 +42,8 @@ from torch import Tensor, nn
 
 from swerl.algorithms import clipped_policy_loss, clipped_value_loss, masked_mean, turn_level_gae, whiten
 from swerl.learner import Learner, MetricsLogger, init_distributed
-from swerl.learner.dist import all_gather_floats, all_reduce
-from swerl.trainers.common import PackedBatch, completion_logprobs, pack_sequences
+from swerl.learner.dist import all_gather_floats, all_reduce, barrier
+from swerl.trainers.common import PackedBatch, completion_logprobs, load_reference, pack_sequences
 from swerl.trainers.config import TrainConfig
 from swerl.trainers.data import EpochSampler, rank_slice
 from swerl.trainers.dialog import ChatRenderer, ContestTask, Episode, EpisodeConfig, Judge, run_episodes
@@ -236,16 +236,22 @@ class RLEFTrainer(TrainLoop):
         *,
         judge: Judge,
         engine: Any = None,
+        reference: Any = None,
         progress: bool = True,
     ) -> None:
+        """`model` is the policy to train (on resume: the checkpoint's); `reference` is rho, the start
+        model (`load_reference`), None for a fresh start where `model` is the start model itself."""
         super().__init__(config, tokenizer, progress)
         self.tasks = list(train_tasks)
         self.judge = judge
         self.renderer = ChatRenderer(tokenizer)
         self.pad_id = pad_id(tokenizer)
-        # rho: the frozen start model; the critic starts from the same weights (its own copy).
-        self.ref_model = copy.deepcopy(model).eval().requires_grad_(False).to(self.dist.device)
-        critic = TurnCritic(copy.deepcopy(model))
+        # rho: the frozen start model; the critic starts from the same weights (its own copy), and on
+        # resume gets its trained weights from the checkpoint (`load`).
+        if reference is None:
+            reference = copy.deepcopy(model).eval().requires_grad_(False)
+        self.ref_model = reference.to(self.dist.device)
+        critic = TurnCritic(copy.deepcopy(reference).requires_grad_(True).train())
         optimizer_steps = config.max_steps * config.num_iterations
         self.learner = Learner(model, config, optimizer_steps, self.dist)
         critic_config = dataclasses.replace(config, learning_rate=config.critic_learning_rate)
@@ -254,7 +260,6 @@ class RLEFTrainer(TrainLoop):
             self.ref_model.to(torch.bfloat16)
         self.engine = engine if engine is not None else build_engine(config, self.learner.module, tokenizer)
         self.sampler = EpochSampler(len(self.tasks), config.seed)
-        self.rng = random.Random(config.seed + self.dist.rank)
 
     # ------------------------------------------------------------------------------------------ step
     def train_step(self) -> dict[str, float]:
@@ -264,9 +269,12 @@ class RLEFTrainer(TrainLoop):
         # 1. Rollout: this rank's problems, several episodes each, from the current policy.
         indices = rank_slice(self.sampler.next_batch(cfg.prompts_per_step), dist.rank, dist.world_size)
         tasks = [self.tasks[i] for i in indices for _ in range(cfg.episodes_per_problem)]
+        # The random-feedback draws come from a generator seeded by (seed, rank, step): nothing to save
+        # in a checkpoint, and a resumed run draws what the uninterrupted one would have.
+        rng = random.Random(f"{cfg.seed}-{dist.rank}-{self.step}")
         with self.sampling():
             episodes = run_episodes(
-                self.engine, self.renderer, tasks, cfg.episode_config(), self.judge, rng=self.rng
+                self.engine, self.renderer, tasks, cfg.episode_config(), self.judge, rng=rng
             )
         batch = pack_episodes(episodes, self.pad_id, dist.device)
         t_rollout = time.perf_counter()
@@ -491,6 +499,15 @@ def load_tasks(spec: str) -> list[ContestTask]:
     return [ContestTask(problem) for problem in load_problems(*paths).problems]
 
 
+def start_model_path(config: RLEFConfig) -> str:
+    """Where the model RLEF starts from lives: the run's `model_name_or_path`, or, after an SFT warm-up in
+    this run, the warmed-up copy `sft_warmup` saves under output_dir/sft/model. rho is loaded from here,
+    never from a checkpoint (`load_reference`)."""
+    if config.sft_warmup_steps:
+        return str(Path(config.output_dir) / "sft" / "model")
+    return config.model_name_or_path
+
+
 def sft_warmup(
     model: Any,
     tokenizer: Any,
@@ -504,7 +521,8 @@ def sft_warmup(
     The target is what a good answer looks like: the solution in one ```python block, then the template's
     end of turn. First turns, and with `sft_fix_dialogs` (and a judge) second turns after a wrong answer
     and its real feedback (`feedback_fix_dialogs`), so a feedback turn is not a context the policy has
-    never seen. Uses its own short-lived Learner (own learning rate, no checkpoints).
+    never seen. Uses its own short-lived Learner (own learning rate, no checkpoints); the warmed-up model
+    is saved to `start_model_path(config)`, where RLEF's reference is loaded from, now and on resume.
     """
     from swerl.trainers.dialog import feedback_fix_dialogs
     from swerl.trainers.sft import answer_suffix
@@ -555,6 +573,8 @@ def sft_warmup(
         history.append(row)
         log.log(step, row)
     log.close()
+    learner.save_pretrained(Path(start_model_path(config)), tokenizer)
+    barrier()
     return history
 
 
@@ -577,10 +597,21 @@ def evaluate_policy(trainer: RLEFTrainer, tasks: Sequence[ContestTask], **episod
         )
 
 
-def run(config: RLEFConfig, progress: bool = True, judge: Judge | None = None) -> dict[str, Any]:
-    """Everything `swerl train rlef` does: load, SFT warm-up, evaluate, RLEF, evaluate, save the report."""
+def run(
+    config: RLEFConfig,
+    progress: bool = True,
+    judge: Judge | None = None,
+    stop: Any = None,
+) -> dict[str, Any]:
+    """Everything `swerl train rlef` does: load, SFT warm-up, evaluate, RLEF, evaluate, save the report.
+
+    On resume the policy, the critic and both optimizers come from the checkpoint and rho from the start
+    model (`start_model_path`), so the resumed steps are the steps an uninterrupted run takes. `stop` is
+    `TrainLoop.train`'s (end the run early, e.g. to test a resume).
+    """
     import json
 
+    from swerl.errors import UserError
     from swerl.trainers.dialog import sandbox_judge
 
     ckpt, model, tokenizer = load_run(config)
@@ -591,10 +622,16 @@ def run(config: RLEFConfig, progress: bool = True, judge: Judge | None = None) -
     run_dir = write_config(config)
     if config.sft_warmup_steps and ckpt is None:
         out["sft"] = sft_warmup(model, tokenizer, tasks, config, progress=progress, judge=judge)
-    trainer = RLEFTrainer(config, model, tokenizer, tasks, judge=judge, progress=progress)
+    start = start_model_path(config)
+    if ckpt is not None and config.sft_warmup_steps and not (Path(start) / "config.json").exists():
+        raise UserError(f"resume_from_checkpoint: {start} (the SFT warm-up's model, RLEF's rho) is missing")
+    reference = load_reference(start, config.trust_remote_code)
+    trainer = RLEFTrainer(
+        config, model, tokenizer, tasks, judge=judge, reference=reference, progress=progress
+    )
     if eval_tasks and ckpt is None:
         out["eval_before"] = evaluate_policy(trainer, eval_tasks)
-    out["history"] = trainer.train()
+    out["history"] = trainer.train(stop=stop)
     if eval_tasks:
         out["eval_after"] = evaluate_policy(trainer, eval_tasks)
     if trainer.dist.is_main:
