@@ -55,8 +55,11 @@ class RLEFConfig(TrainConfig):
     """RLEF on CodeContests-shaped problems (defaults: the paper's turns, rewards and beta).
 
     Attributes:
-        train_file / eval_file: code_contests JSONL or Parquet, or "bundled:train" / "bundled:valid" /
+        train_file / eval_file: code_contests JSONL or Parquet files, globs ("data/train-*.parquet" for
+            the Hub's shards) or comma-separated lists of them, or "bundled:train" / "bundled:valid" /
             "bundled:test" for the small problem set shipped in swerl/data/rlef_problems.
+        generated_tests: also score on the dataset's generated tests (the paper does); False leaves them
+            unread, most of the test data, for a faster load and faster judging.
         prompts_per_step: problems per rollout batch over all ranks (a multiple of the world size).
         episodes_per_problem: episodes sampled per problem (a problem's episodes stay on one rank).
         max_turns: answers per episode (feedback follows every failed answer but the last).
@@ -111,6 +114,7 @@ class RLEFConfig(TrainConfig):
     rollout_engine: str = "hf"
     rollout_kwargs: dict[str, Any] = field(default_factory=dict)
     sandbox_workers: int | None = None
+    generated_tests: bool = True
 
     def episode_config(self, **changes: Any) -> EpisodeConfig:
         values = {
@@ -488,15 +492,17 @@ class RLEFTrainer(TrainLoop):
 
 
 # ---------------------------------------------------------------------------------------- the run
-def load_tasks(spec: str) -> list[ContestTask]:
-    """Problems from code_contests JSONL/Parquet files (comma-separated) or "bundled:SPLIT"."""
+def load_tasks(spec: str, generated_tests: bool = True) -> list[ContestTask]:
+    """Problems from code_contests JSONL/Parquet files, globs, comma-separated lists, or "bundled:SPLIT"."""
     from swerl.codecontests.problems import load_problems
     from swerl.data.rlef_problems import bundled_path
 
     paths = [
         bundled_path(p.removeprefix("bundled:")) if p.startswith("bundled:") else p for p in spec.split(",")
     ]
-    return [ContestTask(problem) for problem in load_problems(*paths).problems]
+    return [
+        ContestTask(problem) for problem in load_problems(*paths, generated_tests=generated_tests).problems
+    ]
 
 
 def start_model_path(config: RLEFConfig) -> str:
@@ -615,8 +621,12 @@ def run(
     from swerl.trainers.dialog import sandbox_judge
 
     ckpt, model, tokenizer = load_run(config)
-    tasks = load_tasks(config.train_file)[: config.max_train_samples]
-    eval_tasks = load_tasks(config.eval_file)[: config.max_eval_samples] if config.eval_file else []
+    tasks = load_tasks(config.train_file, config.generated_tests)[: config.max_train_samples]
+    eval_tasks = (
+        load_tasks(config.eval_file, config.generated_tests)[: config.max_eval_samples]
+        if config.eval_file
+        else []
+    )
     judge = judge or sandbox_judge(workers=config.sandbox_workers)
     out: dict[str, Any] = {"train_problems": len(tasks), "eval_problems": len(eval_tasks)}
     run_dir = write_config(config)
