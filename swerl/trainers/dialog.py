@@ -407,15 +407,16 @@ def _judge_private(episodes: Sequence[Episode], judge: Judge, all_turns: bool) -
 
 
 # ------------------------------------------------------------------------------------ SFT warm-up
-def corrupted_solutions(code: str) -> list[str]:
+def corrupted_solutions(code: str, constant: bool = True) -> list[str]:
     """Wrong variants of a correct program, as a model gets them wrong: a stray extra output line, a
-    crash (a name that does not exist) before any output, and, when the program has an integer literal,
-    its last one off by one (a constant not copied right from the statement, the commonest miss of a
-    small model on the bundled problems; the feedback's expected output then points at the fix)."""
+    crash (a name that does not exist) before any output, and, when the program has an integer literal
+    and `constant` is set, its last one off by one (a constant not copied right from the statement, the
+    commonest miss of a small model on the bundled problems; the feedback's expected output then points
+    at the fix). The first two keep the program's constant, so a fix never has to read it elsewhere."""
     body = code.rstrip()
     variants = [f"{body}\nprint(0)\n", f"answer = solve_input()\n{body}\n"]
     literals = list(re.finditer(r"\d+", body))
-    if literals:
+    if literals and constant:
         last = literals[-1]
         variants.append(f"{body[: last.start()]}{int(last.group()) + 1}{body[last.end() :]}\n")
     return variants
@@ -426,6 +427,7 @@ def feedback_fix_dialogs(
     tasks: Sequence[ContestTask],
     judge: Judge,
     answer_ids: Callable[[Task, str], list[int]],
+    constant: bool = True,
 ) -> list[tuple[list[int], list[int]]]:
     """Second-turn SFT examples: (prompt, wrong answer, its real feedback) -> the reference answer.
 
@@ -438,7 +440,7 @@ def feedback_fix_dialogs(
         (task, solution, wrong)
         for task in tasks
         for solution in task.problem.python_solutions[:1]
-        for wrong in corrupted_solutions(solution)
+        for wrong in corrupted_solutions(solution, constant)
     ]
     jobs = [task.public_job(wrong) for task, _, wrong in cases]
     out = []

@@ -79,8 +79,13 @@ class RLEFConfig(TrainConfig):
             sft_learning_rate / sft_batch_size: their optimizer settings.
         sft_fix_dialogs: the warm-up also trains second turns: a corrupted reference solution, the
             sandbox's real feedback on it, then the reference solution (only the fix is trained on).
+        sft_fix_constant: among those corruptions, the last integer constant off by one (whose fix reads
+            the constant from the feedback). Off for the hidden-constant demonstration, where reading
+            the constant from the feedback is the skill RLEF is to learn, not the warm-up.
         eval_samples: dialogs per held-out problem for the before/after 1@3 report.
         eval_temperature: sampling temperature of those dialogs.
+        eval_random_feedback: also report 1@3 with random feedback (the paper's ablation), before and
+            after RLEF: a policy that uses the feedback gains less when the feedback is unrelated.
         generation_batch_size, rollout_engine, rollout_kwargs: as in GRPO.
         sandbox_workers: parallel test runs (None: one per core).
     """
@@ -108,8 +113,10 @@ class RLEFConfig(TrainConfig):
     sft_learning_rate: float = 1e-3
     sft_batch_size: int = 16
     sft_fix_dialogs: bool = True
+    sft_fix_constant: bool = True
     eval_samples: int = 6
     eval_temperature: float = 1.0
+    eval_random_feedback: bool = False
     generation_batch_size: int = 64
     rollout_engine: str = "hf"
     rollout_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -548,7 +555,7 @@ def sft_warmup(
         for solution in task.problem.python_solutions[:1]
     ]
     if config.sft_fix_dialogs and judge is not None:
-        fixes = feedback_fix_dialogs(renderer, tasks, judge, answer_ids)
+        fixes = feedback_fix_dialogs(renderer, tasks, judge, answer_ids, config.sft_fix_constant)
         pairs += [(c, t) for c, t in fixes if len(c) + len(t) <= config.max_seq_length]
     if not pairs:
         raise ValueError("no reference solutions to warm up on")
@@ -639,12 +646,17 @@ def run(
     trainer = RLEFTrainer(
         config, model, tokenizer, tasks, judge=judge, reference=reference, progress=progress
     )
+    feedbacks = (
+        {"": "execution", "_random_feedback": "random"} if config.eval_random_feedback else {"": "execution"}
+    )
     if eval_tasks and ckpt is None:
-        out["eval_before"] = evaluate_policy(trainer, eval_tasks)
+        for suffix, feedback in feedbacks.items():
+            out[f"eval_before{suffix}"] = evaluate_policy(trainer, eval_tasks, feedback=feedback)
     out["history"] = trainer.train(stop=stop)
     if eval_tasks:
-        out["eval_after"] = evaluate_policy(trainer, eval_tasks)
+        for suffix, feedback in feedbacks.items():
+            out[f"eval_after{suffix}"] = evaluate_policy(trainer, eval_tasks, feedback=feedback)
     if trainer.dist.is_main:
-        report = {k: out[k].as_dict() for k in ("eval_before", "eval_after") if k in out}
+        report = {k: v.as_dict() for k, v in out.items() if k.startswith(("eval_before", "eval_after"))}
         (run_dir / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return out
