@@ -131,7 +131,7 @@ def test_sharded_hub_parquet_streams_by_glob(tmp_path: Path) -> None:
             row.update(source=2, difficulty=7, cf_tags=["math"], incorrect_solutions=row["solutions"])
             rows.append(row)
         table = pa.Table.from_pylist(rows, schema=schema)
-        pq.write_table(table, tmp_path / f"train-{shard:05d}-of-00003.parquet", row_group_size=3)
+        pq.write_table(table, tmp_path / f"train-{shard:05d}-of-00003-{shard}e9f.parquet", row_group_size=3)
     (tmp_path / "valid-00000-of-00001.parquet").write_bytes(b"not read")  # outside the glob
 
     report = load_problems(tmp_path / "train-*.parquet")
@@ -142,7 +142,7 @@ def test_sharded_hub_parquet_streams_by_glob(tmp_path: Path) -> None:
     lean = load_problems(tmp_path / "train-*.parquet", generated_tests=False)
     assert [p.name for p in lean.problems] == names
     assert all(p.generated_tests == () and len(p.held_out_tests) == 2 for p in lean.problems)
-    listed = ",".join(str(tmp_path / f"train-{s:05d}-of-00003.parquet") for s in (2, 0))
+    listed = ",".join(str(tmp_path / f"train-{s:05d}-of-00003-{s}e9f.parquet") for s in (2, 0))
     assert [p.name for p in load_problems(listed).problems] == names[14:] + names[:7]
 
     from swerl.codecontests.problems import iter_rows
