@@ -151,7 +151,8 @@ def test_report_names_instances_whose_stage_failed(
     out = capsys.readouterr().out
     assert "file_hit@1 0.0%" in out and f"1 with a stage error (scored as misses): {iid}" in out
     # The usual cause: the repository is not there at all. The report must not try to read it.
-    gone = [a if a != str(tmp_path / "clones") else str(tmp_path / "nowhere") for a in args]
+    (tmp_path / "empty").mkdir()
+    gone = [a if a != str(tmp_path / "clones") else str(tmp_path / "empty") for a in args]
     shutil.rmtree(tmp_path / "cache" / "repos")
     assert _main(["agentless", "report", *gone]) == 0
     assert "1 instances, file_hit@1 0.0%" in capsys.readouterr().out
