@@ -540,3 +540,21 @@ def test_a_gold_instance_that_cannot_run_here_is_listed_with_the_reason(tmp_path
     reason = report["instances"]["acme__gone-1"]["env_failures"]["*"]
     assert reason.startswith("RepoError: acme/gone: no clone under")
     assert "RepoError" in (tmp_path / "out" / "logs" / "acme__gone-1" / "run_instance.log").read_text()
+
+
+def test_a_new_environment_is_built_from_the_setup_commit_once(tmp_path: Path) -> None:
+    base, setup = tmp_path / "base", tmp_path / "setup"
+    _write(base, {"marker.txt": "base\n"})
+    _write(setup, {"marker.txt": "setup commit\n"})
+    calls: list[int] = []
+
+    def setup_tree() -> Path:
+        calls.append(1)
+        return setup
+
+    spec = EnvSpec(install="true", with_pytest=False)
+    envs = EnvManager(tmp_path / "envs", specs={"acme/x": {"*": spec}})
+    instance = Instance("acme__x-1", "acme/x", "0" * 40, "issue", version="1.0")
+    env = envs.env_for(instance, base, setup_tree)
+    assert env.testbed is not None and (env.testbed / "marker.txt").read_text() == "setup commit\n"
+    assert envs.env_for(instance, base, setup_tree).testbed == env.testbed and calls == [1]  # built once

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,8 +254,15 @@ class EnvManager:
                 self._shared = self._create(env, None, EnvSpec(), "the shared pytest environment")
         return self._shared
 
-    def env_for(self, instance: Instance, tree: Path) -> TestEnv:
-        """The environment to run `instance`'s tests in (`tree` is a pristine checkout of its base)."""
+    def env_for(
+        self, instance: Instance, tree: Path, setup_tree: Callable[[], Path] | None = None
+    ) -> TestEnv:
+        """The environment to run `instance`'s tests in (`tree` is a pristine checkout of its base).
+
+        A new environment is built from `setup_tree()` when given (a checkout of the instance's
+        `environment_setup_commit`, as the harness builds the environment of a version once, from that
+        commit), else from `tree`: instances of one version differ in their dependencies (flask 2.3
+        gained blinker within the version), and the setup commit has the version's full set."""
         if self.python:
             return TestEnv(self.python)
         spec = self.spec_for(instance)
@@ -266,7 +273,9 @@ class EnvManager:
         key = instance.version or instance.environment_setup_commit[:12] or instance.base_commit[:12]
         env = self.root / repo_slug(instance.repo) / f"{key}-{spec.key()}"
         with self._creating:
-            python = self._create(env, tree, spec, f"{instance.repo} (environment {key})")
+            fresh = not (env / ".swerl-ready").exists() and setup_tree is not None
+            project = setup_tree() if fresh and setup_tree is not None else tree
+            python = self._create(env, project, spec, f"{instance.repo} (environment {key})")
         return TestEnv(python, env / "testbed")
 
     def python_for(self, instance: Instance, tree: Path) -> str:
@@ -335,7 +344,10 @@ class EnvManager:
 
 
 def _keep_artifacts(testbed: Path, dest: Path) -> None:
-    """Copy the files git does not track (ignored ones included) out of the installed testbed."""
+    """Copy the files git does not track (ignored ones included) out of the installed testbed (a
+    checkout; a plain directory, as a user's `--python` project may be, has nothing to tell apart)."""
+    if not (testbed / ".git").exists():
+        return
     listed = run_git(["ls-files", "--others", "-z"], cwd=testbed).decode("utf-8", "surrogateescape")
     for name in filter(None, listed.split("\0")):
         if "__pycache__" in name.split("/"):

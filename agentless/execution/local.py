@@ -274,7 +274,12 @@ class LocalBackend:
         scratch = Path(tempfile.mkdtemp(prefix="swerl-tests-", dir=self.work_root))
         try:
             tree = self.repos.checkout(instance.repo, instance.base_commit, scratch / "repo")
-            env = self.envs.env_for(instance, tree)
+            setup = instance.environment_setup_commit
+            env = self.envs.env_for(
+                instance,
+                tree,
+                (lambda: self.repos.checkout(instance.repo, setup, scratch / "setup")) if setup else None,
+            )
             if env.testbed is None:
                 yield env, tree, scratch
                 return
