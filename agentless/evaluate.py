@@ -121,14 +121,12 @@ def _evaluate_one(
         run = backend.evaluate(inst, patch, logs / "test_output.txt")
     except Exception as err:  # one instance must not stop the run; its row and log say what happened
         (logs / "run_instance.log").write_text(traceback.format_exc(), encoding="utf-8")
-        row = {
-            "instance_id": inst.instance_id,
-            "status": "error",
-            "resolved": False,
-            "error": str(err)[:2000],
-        }
+        # The first line names what failed; the rest (a tool's output, whose order may vary between runs)
+        # stays in the log, so that two runs write the same report.
+        said = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}"
+        row = {"instance_id": inst.instance_id, "status": "error", "resolved": False, "error": said}
         if pred.get("model_name_or_path") == "gold":  # no repository or no environment here
-            row["env_failures"] = {ALL_TESTS: f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
+            row["env_failures"] = {ALL_TESTS: said}
         return row
     report = run.report
     tests = report.get("tests_status", {})
