@@ -76,10 +76,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--compare", nargs="*", type=Path, default=[])
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="one table: a later run's row replaces an earlier run's for an id",
+    )
     args = parser.parse_args(argv)
-    for run in args.runs:
-        report = load(run)
-        print(f"## {run}\n")
+    reports = [(str(run), load(run)) for run in args.runs]
+    if args.merge:
+        merged: dict[str, Any] = {}
+        for _, report in reports:
+            merged.update(report["instances"])
+        reports = [(" + ".join(map(str, args.runs)), {"instances": merged})]
+    for name, report in reports:
+        print(f"## {name}\n")
         print("\n".join(table(report)))
         print()
         print("\n".join(failures(report)))
