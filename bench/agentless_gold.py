@@ -22,7 +22,11 @@ from typing import Any
 
 
 def load(run: Path) -> dict[str, Any]:
-    return json.loads((run / "report.json").read_text(encoding="utf-8"))
+    """A run's report; for a run stopped before its end, the rows of the instances it finished."""
+    if (run / "report.json").exists():
+        return json.loads((run / "report.json").read_text(encoding="utf-8"))
+    rows = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(run.glob("logs/*/report.json"))]
+    return {"instances": {row["instance_id"]: row for row in rows}}
 
 
 def repo_of(instance_id: str) -> str:
