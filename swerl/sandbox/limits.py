@@ -26,8 +26,13 @@ class Limits:
     wall_s: float = 10.0
     """Wall-clock seconds before the whole sandbox is killed (catches sleeping and blocked programs)."""
     cpu_s: float = 10.0
-    """CPU seconds (RLIMIT_CPU, rounded up). Soft = hard: SIGXCPU ends the program at the limit, and where
-    the program is its namespace's init (per-test mode), which ignores SIGXCPU, the kernel's SIGKILL."""
+    """CPU seconds: the time limit proper, as in the official harness. RLIMIT_CPU, rounded up, soft at the
+    limit: SIGXCPU, a signal nothing else sends, ends the program there; the hard limit one second later
+    sends SIGKILL to a program that ignores SIGXCPU (as the namespace's init does in per-test mode). A run
+    that finishes having used more than `cpu_s` is a timeout too."""
+    wall_multiple: float = 3.0
+    """`scaled` sets the wall clock to this multiple of a problem's time limit, so a loaded machine does
+    not turn a solution within its CPU budget into a timeout (the official harness allows 30x)."""
     memory_bytes: int = 1024 * MIB
     """Address space (RLIMIT_AS); Python raises MemoryError when an allocation would cross it."""
     processes: int = 16
@@ -48,10 +53,11 @@ class Limits:
     """How much of stdout / stderr a result keeps for reports and feedback."""
 
     def scaled(self, *, time_s: float | None = None, memory_bytes: int | None = None) -> Limits:
-        """These limits with a problem's own time / memory limit, where it has one (None keeps ours)."""
+        """These limits with a problem's own time / memory limit, where it has one (None keeps ours): the
+        time limit is CPU time, and the wall clock `wall_multiple` times longer."""
         changes: dict[str, float | int] = {}
         if time_s is not None and time_s > 0:
-            changes["wall_s"] = time_s
+            changes["wall_s"] = time_s * self.wall_multiple
             changes["cpu_s"] = time_s
         if memory_bytes is not None and memory_bytes > 0:
             changes["memory_bytes"] = memory_bytes
@@ -66,7 +72,7 @@ def rlimits(limits: Limits, *, enforce_processes: bool) -> list[tuple[int, tuple
     """
     cpu = max(1, math.ceil(limits.cpu_s))
     pairs = [
-        (resource.RLIMIT_CPU, (cpu, cpu)),
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
         (resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes)),
         (resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes)),
         (resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files)),

@@ -21,7 +21,9 @@ are restarted on the next lease; `shutdown()` (also at exit) ends them.
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -42,9 +44,13 @@ from swerl.sandbox.bwrap import (
     SANDBOX_PROGRAM,
     SLOTS_PER_PROCESS,
     SandboxConfig,
+    place_program,
+    private_dir,
+    protections,
     slot_uid,
     zygote_argv,
 )
+from swerl.sandbox.cgroups import SlotCgroup
 from swerl.sandbox.limits import Limits, rlimits
 from swerl.sandbox.verdict import Execution
 
@@ -107,10 +113,14 @@ class Sandbox:
         self.bwrap = bwrap
         self.slot = slot
         self.uid = slot_uid(config, slot)
+        self.guard = protections(config, bwrap)
+        self._cgroup: SlotCgroup | None = None
+        self._procs: list[int] = []
+        """Our write-only fds of the slot cgroup's cgroup.procs, passed with every run."""
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
         self._dir: Path | None = None
-        self._staged: tuple[int, int] | None = None
+        self._staged: tuple[int, int, int] | None = None
         self._seq = 0
         self._busy = False
         """A run started and did not finish cleanly (e.g. an exception in our thread): state unknown."""
@@ -120,7 +130,11 @@ class Sandbox:
     def start(self) -> None:
         """Launch bubblewrap; does not wait for it (see wait_ready), so many can start in parallel."""
         self._dir = Path(tempfile.mkdtemp(prefix="swerl-slot-"))
-        self._dir.chmod(0o755)
+        private_dir(self._dir, self.uid)
+        if self.guard.cgroups is not None:
+            self._cgroup = SlotCgroup(self.guard.cgroups, f"swerl-{os.getpid()}-{self.slot}")
+            self._procs = self._cgroup.open_procs()
+        seccomp_filter = self.guard.seccomp_filter
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         python = self.config.interpreter()
         zygote_config = json.dumps(
@@ -130,6 +144,7 @@ class Sandbox:
                 "python_args": list(self.config.python_args),
                 "program": SANDBOX_PROGRAM,
                 "env": SANDBOX_ENV,
+                "seccomp": base64.b64encode(seccomp_filter).decode() if seccomp_filter else "",
             }
         )
         argv = zygote_argv(self.bwrap, python, self._dir, _zygote_source(), zygote_config)
@@ -195,6 +210,12 @@ class Sandbox:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+        for fd in self._procs:
+            os.close(fd)
+        self._procs = []
+        if self._cgroup is not None:
+            self._cgroup.close()
+            self._cgroup = None
         self._staged = None
         self._busy = False
 
@@ -206,6 +227,10 @@ class Sandbox:
         if self._proc is not None:
             self._proc.returncode = 0  # not our child here; keep Popen from waiting on it
             self._proc = None
+        for fd in self._procs:
+            os.close(fd)
+        self._procs = []
+        self._cgroup = None
 
     # ---- running ---------------------------------------------------------------------------------
 
@@ -225,22 +250,13 @@ class Sandbox:
         raise AssertionError("unreachable")
 
     def _stage(self, program: Path) -> None:
-        """Make `program` the sandbox's /sandbox/main.py (a hard link: no copy, same read-only inode)."""
+        """Make `program` the sandbox's /sandbox/main.py, readable by the slot's uid alone."""
         assert self._dir is not None
         info = program.stat()
-        if self._staged == (info.st_dev, info.st_ino):
+        if self._staged == (info.st_dev, info.st_ino, info.st_mtime_ns):
             return
-        target = self._dir / "main.py"
-        temporary = self._dir / ".main.py.new"
-        temporary.unlink(missing_ok=True)
-        try:
-            os.link(program, temporary)
-        except OSError:
-            shutil.copyfile(program, temporary)
-            temporary.chmod(0o644)
-        os.replace(temporary, target)
-        staged = target.stat()
-        self._staged = (staged.st_dev, staged.st_ino) if staged.st_ino == info.st_ino else None
+        place_program(program, self._dir / "main.py", self.uid)
+        self._staged = (info.st_dev, info.st_ino, info.st_mtime_ns)
 
     def _request(self, limits: Limits, seq: int) -> dict[str, object]:
         pairs = rlimits(limits, enforce_processes=False)
@@ -251,6 +267,7 @@ class Sandbox:
             "nproc": [limits.processes, limits.processes] if self.uid is not None else None,
             "tmp_bytes": limits.tmp_bytes,
             "tmp_inodes": TMP_INODES,
+            "cgroups": len(self._procs),
         }
 
     def _run_once(self, program: Path, stdin: bytes, limits: Limits) -> Execution:
@@ -259,6 +276,10 @@ class Sandbox:
         self._seq += 1
         seq = self._seq
         message = json.dumps(self._request(limits, seq)).encode()
+        oom_before = 0
+        if self._cgroup is not None:
+            self._cgroup.set_limits(limits.memory_bytes, limits.processes)
+            oom_before = self._cgroup.oom_kills()
         stdin_fd = _stdin_fd(stdin)
         out_read, out_write = os.pipe2(os.O_CLOEXEC)
         err_read, err_write = os.pipe2(os.O_CLOEXEC)
@@ -266,13 +287,15 @@ class Sandbox:
         self._busy = True
         try:
             try:
-                socket.send_fds(self._ctl, [message], [stdin_fd, out_write, err_write])
+                socket.send_fds(self._ctl, [message], [stdin_fd, out_write, err_write, *self._procs])
             except OSError as err:
                 raise SandboxLost(f"sandbox gone: {err}") from err
             finally:
                 for fd in (stdin_fd, out_write, err_write):
                     os.close(fd)
             execution = self._collect(out_read, err_read, limits, start, seq)
+            if self._cgroup is not None and self._cgroup.oom_kills() > oom_before:
+                execution = dataclasses.replace(execution, oom_killed=True)
             self._busy = False
             return execution
         finally:

@@ -14,8 +14,13 @@ Per test, the child makes the previous test invisible before it execs the progra
   with the test's mount namespace, so nothing written by test N is there for test N+1;
 * the IPC namespace takes SysV segments, semaphores and POSIX message queues with it; the user namespace
   takes the user keyrings;
+* the slot's cgroup(s) when the host has them (it passes write-only fds of their cgroup.procs files; the
+  child writes "0" to join), so memory and process limits cover the whole test;
 * rlimits, a new session, default signal dispositions, only fds 0 / 1 / 2 (stdin memfd, stdout and stderr
-  pipes that the host passed over the control socket), then exec of a fresh interpreter.
+  pipes that the host passed over the control socket);
+* last, no_new_privs and the seccomp filter (seccomp.py; built by the host, passed in our config), which
+  from here on refuses namespace, mount and other calls, so the program cannot undo any of the above
+  (the unshare and mounts before it were ours); then exec of a fresh interpreter.
 
 After the program exits (or the host asks us to kill it), we SIGKILL every other process in the pid
 namespace (kill(-1) from init reaches them all, orphans included, because they were all reparented to us)
@@ -26,12 +31,13 @@ our memory either.
 
 Protocol, over a SOCK_SEQPACKET socket (one message each; fds travel as SCM_RIGHTS):
   zygote -> host  {"ready": true} | {"ready": false, "error": "..."}   once, after a self-test
-  host -> zygote  {"op": "run", "seq": n, ...} + fds [stdin, stdout, stderr]
+  host -> zygote  {"op": "run", "seq": n, ...} + fds [stdin, stdout, stderr, cgroup.procs...]
   host -> zygote  {"op": "kill", "seq": n}   (ignored unless run n is still going)
   zygote -> host  {"seq": n, "status": ..., "utime": ..., "stime": ..., "maxrss": ..., "setup_error": ...}
 End of file on the socket (the host went away) kills everything and ends the sandbox.
 """
 
+import base64
 import contextlib
 import ctypes
 import errno
@@ -52,6 +58,9 @@ MS_REC = 0x4000
 MS_PRIVATE = 0x40000
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
+PR_SET_SECCOMP = 22
+PR_SET_NO_NEW_PRIVS = 38
+SECCOMP_MODE_FILTER = 2
 SCRATCH = ("/tmp", "/dev/shm")
 MESSAGE_BYTES = 1 << 16
 EXEC_FAILED = 127
@@ -95,10 +104,24 @@ def isolate(tmp_bytes, tmp_inodes):
         _check(-1, f"drop capability {cap} from the bounding set")
 
 
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def install_seccomp(compiled):
+    """Apply a compiled classic-BPF filter (8 bytes per instruction) to this process and its future
+    children; no_new_privs first, which the kernel requires of an unprivileged caller."""
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    program = _Program(len(compiled) // 8, compiled)
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0), "seccomp")
+
+
 def _child(request, fds, error_fd, config):
     """Runs in the forked child; never returns. Setup errors go to error_fd (ours, not the program's)."""
-    stdin, stdout, stderr = fds
+    stdin, stdout, stderr = fds[:3]
     try:
+        for procs in fds[3:]:  # join the slot's cgroups first: everything from here on is charged there
+            os.write(procs, b"0")
         os.setsid()
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
@@ -114,6 +137,8 @@ def _child(request, fds, error_fd, config):
         os.closerange(error_fd + 1, 1 << 20)
         for which, soft, hard in request["rlimits"]:
             resource.setrlimit(which, (soft, hard))
+        if config["seccomp"]:
+            install_seccomp(base64.b64decode(config["seccomp"]))
     except BaseException as err:  # anything failing here is ours: reported, never raised
         os.write(error_fd, f"{type(err).__name__}: {err}".encode()[:4000])
         os._exit(EXEC_FAILED)
@@ -202,6 +227,10 @@ def self_test(config):
     if pid == 0:
         try:
             isolate(1 << 20, 64)
+            if config["seccomp"]:
+                install_seccomp(base64.b64decode(config["seccomp"]))
+                if _libc.unshare(CLONE_NEWUSER) == 0:
+                    raise OSError("the seccomp filter did not stop unshare()")
             os._exit(0)
         except BaseException as err:
             os.write(error_write, str(err).encode()[:4000])
@@ -225,13 +254,13 @@ def main():
     ctl.send(json.dumps({"ready": problem is None, "error": problem}).encode())
     while problem is None:
         try:
-            message, fds, _, _ = socket.recv_fds(ctl, MESSAGE_BYTES, 3)
+            message, fds, _, _ = socket.recv_fds(ctl, MESSAGE_BYTES, 8)
         except OSError:
             break
         if not message:
             break
         request = json.loads(message)
-        if request.get("op") != "run" or len(fds) != 3:
+        if request.get("op") != "run" or len(fds) != 3 + request.get("cgroups", 0):
             for fd in fds:
                 os.close(fd)
             continue
