@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ from swerl.sandbox import Limits, SandboxConfig, SandboxUnavailable, TestCase, V
 from swerl.sandbox import bwrap as bwrap_module
 from swerl.sandbox.bwrap import bwrap_argv, isolation_available, slot_uid, zygote_argv
 from swerl.sandbox.limits import rlimits
-from swerl.sandbox.runner import _decode_status
+from swerl.sandbox.runner import _decode_status, staged_program
 from swerl.sandbox.verdict import Execution, failure_verdict
 
 LIMITS = Limits(cpu_s=2.0, memory_bytes=1 << 28)
@@ -227,3 +228,21 @@ def test_a_large_caller_does_not_turn_a_crash_into_a_memory_verdict() -> None:
     assert peak < 1 << 28
     run = Execution(exit_code, None, 0.1, 0.05, peak, "", "", False, False)
     assert failure_verdict(run, LIMITS) is Verdict.RUNTIME_ERROR
+
+
+def test_staged_programs_are_readable_by_the_sandbox_uid_alone() -> None:
+    _need_bwrap()
+    config = SandboxConfig()
+    with staged_program("print(6 * 7)") as program:
+        assert stat.S_IMODE(program.stat().st_mode) == 0o600
+        assert stat.S_IMODE(program.parent.stat().st_mode) == 0o700
+        with persistent.leased(config, bwrap_module.resolve_bwrap(config) or "", 1) as sandboxes:
+            assert sandboxes
+            sandbox = sandboxes[0]
+            run = sandbox.run(program, b"", Limits(wall_s=5))
+            assert sandbox._dir is not None
+            staged = sandbox._dir / "main.py"
+            owner = os.getuid() if sandbox.uid is None else sandbox.uid
+            assert (staged.stat().st_uid, stat.S_IMODE(staged.stat().st_mode)) == (owner, 0o400)
+            assert (sandbox._dir.stat().st_uid, stat.S_IMODE(sandbox._dir.stat().st_mode)) == (owner, 0o500)
+    assert run.stdout == "42\n"

@@ -20,9 +20,11 @@ to rlimits (see docs/sandbox.md).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import itertools
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,8 +168,18 @@ class SlotCgroup:
                 return int(value)
         return 0
 
-    def close(self) -> None:
-        """Remove the cgroups (they are empty once the sandbox's processes are gone)."""
+    def close(self, wait_s: float = 2.0) -> None:
+        """Remove the cgroups. A sandbox that was killed rather than closed may still have processes on
+        their way out (EBUSY), so this waits up to `wait_s` for them before leaving the cgroup behind."""
+        deadline = time.monotonic() + wait_s
         for directory in self.dirs:
-            with contextlib.suppress(OSError):
-                directory.rmdir()
+            while True:
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as err:
+                    if err.errno != errno.EBUSY or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.01)

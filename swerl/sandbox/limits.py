@@ -27,9 +27,10 @@ class Limits:
     """Wall-clock seconds before the whole sandbox is killed (catches sleeping and blocked programs)."""
     cpu_s: float = 10.0
     """CPU seconds: the time limit proper, as in the official harness. RLIMIT_CPU, rounded up, soft at the
-    limit: SIGXCPU, a signal nothing else sends, ends the program there; the hard limit one second later
-    sends SIGKILL to a program that ignores SIGXCPU (as the namespace's init does in per-test mode). A run
-    that finishes having used more than `cpu_s` is a timeout too."""
+    limit: SIGXCPU, a signal nothing else sends, ends the program there (the hard limit, one second later,
+    catches a program that ignores it; in per-test mode, where the program is its namespace's init and
+    cannot get SIGXCPU, the hard limit is the soft one). A run that finishes having used more than `cpu_s`
+    is a timeout too."""
     wall_multiple: float = 3.0
     """`scaled` sets the wall clock to this multiple of a problem's time limit, so a loaded machine does
     not turn a solution within its CPU budget into a timeout (the official harness allows 30x)."""
@@ -64,15 +65,18 @@ class Limits:
         return replace(self, **changes)
 
 
-def rlimits(limits: Limits, *, enforce_processes: bool) -> list[tuple[int, tuple[int, int]]]:
+def rlimits(
+    limits: Limits, *, enforce_processes: bool, program_is_init: bool = False
+) -> list[tuple[int, tuple[int, int]]]:
     """The (resource, (soft, hard)) pairs to apply in the child before it execs the sandbox.
 
     The process limit only means something under a uid of its own (see bwrap.py), so the caller says
-    whether to set it; set as root, the kernel would ignore it anyway.
+    whether to set it; set as root, the kernel would ignore it anyway. A program that is its namespace's
+    init (per-test mode) ignores SIGXCPU, so there the hard CPU limit equals the soft one (SIGKILL at it).
     """
     cpu = max(1, math.ceil(limits.cpu_s))
     pairs = [
-        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_CPU, (cpu, cpu if program_is_init else cpu + 1)),
         (resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes)),
         (resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes)),
         (resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files)),

@@ -208,8 +208,8 @@ def execute_fresh(
     """One run in a process tree of its own: a new bubblewrap (or, opted out, the bare interpreter)."""
     uid = slot_uid(config, slot)
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    pairs = rlimits(limits, enforce_processes=uid is not None)
     bwrap = resolve_bwrap(config)
+    pairs = rlimits(limits, enforce_processes=uid is not None, program_is_init=bwrap is not None)
     guard = protections(config, bwrap)
     python = config.interpreter()
     with contextlib.ExitStack() as stack:
