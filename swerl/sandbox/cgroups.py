@@ -3,10 +3,12 @@
 rlimits are per process: six processes of 200 MiB each pass a 256 MiB RLIMIT_AS, and memfd or shared
 memory pages are not in anyone's address space at all. A memory cgroup charges every page a test's
 processes touch (anonymous memory, tmpfs and /dev/shm, memfd, page tables) against one limit, and the
-pids controller counts its processes whatever their uid. Each slot gets its own cgroup; before a test we
-set its limits and note its OOM-kill counter, the test's first process joins it before it execs the
-program (by writing "0" to a cgroup.procs file we opened, so the kernel checks our rights, not the
-sandbox's), and afterwards a higher OOM-kill counter means the test hit its memory limit.
+pids controller counts its processes whatever their uid. Each slot gets its own cgroup, and a persistent
+sandbox joins it once when it starts (by writing "0" to a cgroup.procs file we opened, so the kernel
+checks our rights, not the sandbox's; moving a process costs ~10 ms on cgroup v1, so never per test):
+each test's processes are then in it from their fork on. Before a test we set its limits (the test's
+plus a fixed allowance for bubblewrap and the zygote) and note its OOM-kill counter; afterwards a higher
+counter means the test hit its memory limit. A per-test bubblewrap joins a cgroup of its own.
 
 Both hierarchies work: cgroup v2 where the memory and pids controllers are on the unified hierarchy and
 the cgroup we run in may have children with them (our own cgroup's cgroup.subtree_control lists them,
@@ -99,6 +101,17 @@ def _detect() -> Layout | str:
     return "no cgroup hierarchy with the memory and pids controllers is mounted"
 
 
+def _remove_stale(found: Layout) -> None:
+    """Remove slot cgroups left by processes that died without shutting their sandboxes down (empty by
+    now: the kernel killed their sandboxes with them)."""
+    for parent in {found.memory_parent, found.pids_parent}:
+        for directory in parent.glob("swerl-*-*"):
+            pid = directory.name.split("-")[1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+
+
 @functools.cache
 def layout() -> Layout | str:
     """This machine's layout, or why per-test cgroups cannot be had (checked once per process)."""
@@ -108,6 +121,7 @@ def layout() -> Layout | str:
         return f"cannot read the cgroup setup: {err}"
     if isinstance(found, str):
         return found
+    _remove_stale(found)
     # prove it: make a cgroup, set a limit, remove it
     probe = SlotCgroup(found, f"swerl-probe-{os.getpid()}")
     try:
@@ -159,6 +173,10 @@ class SlotCgroup:
                 swap.write_text("0")
             self._memory_limit = memory_bytes
         (self.pids_dir / "pids.max").write_text(str(processes))
+
+    def processes(self) -> int:
+        """Processes in the slot's pids cgroup now."""
+        return int((self.pids_dir / "pids.current").read_text())
 
     def oom_kills(self) -> int:
         """How many processes the kernel has killed in this cgroup for passing its memory limit."""

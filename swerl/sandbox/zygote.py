@@ -14,8 +14,8 @@ Per test, the child makes the previous test invisible before it execs the progra
   with the test's mount namespace, so nothing written by test N is there for test N+1;
 * the IPC namespace takes SysV segments, semaphores and POSIX message queues with it; the user namespace
   takes the user keyrings;
-* the slot's cgroup(s) when the host has them (it passes write-only fds of their cgroup.procs files; the
-  child writes "0" to join), so memory and process limits cover the whole test;
+* the highest OOM score (oom_score_adj 1000; raising it needs no privilege), so that when the test
+  passes the slot cgroup's memory limit the kernel's OOM killer picks a process of the test, not us;
 * rlimits, a new session, default signal dispositions, only fds 0 / 1 / 2 (stdin memfd, stdout and stderr
   pipes that the host passed over the control socket);
 * last, no_new_privs and the seccomp filter (seccomp.py; built by the host, passed in our config), which
@@ -31,7 +31,7 @@ our memory either.
 
 Protocol, over a SOCK_SEQPACKET socket (one message each; fds travel as SCM_RIGHTS):
   zygote -> host  {"ready": true} | {"ready": false, "error": "..."}   once, after a self-test
-  host -> zygote  {"op": "run", "seq": n, ...} + fds [stdin, stdout, stderr, cgroup.procs...]
+  host -> zygote  {"op": "run", "seq": n, ...} + fds [stdin, stdout, stderr]
   host -> zygote  {"op": "kill", "seq": n}   (ignored unless run n is still going)
   zygote -> host  {"seq": n, "status": ..., "utime": ..., "stime": ..., "maxrss": ..., "setup_error": ...}
 End of file on the socket (the host went away) kills everything and ends the sandbox.
@@ -118,10 +118,8 @@ def install_seccomp(compiled):
 
 def _child(request, fds, error_fd, config):
     """Runs in the forked child; never returns. Setup errors go to error_fd (ours, not the program's)."""
-    stdin, stdout, stderr = fds[:3]
+    stdin, stdout, stderr = fds
     try:
-        for procs in fds[3:]:  # join the slot's cgroups first: everything from here on is charged there
-            os.write(procs, b"0")
         os.setsid()
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
@@ -130,6 +128,7 @@ def _child(request, fds, error_fd, config):
         if request.get("nproc"):
             resource.setrlimit(resource.RLIMIT_NPROC, tuple(request["nproc"]))
         isolate(request["tmp_bytes"], request["tmp_inodes"])
+        _write("/proc/self/oom_score_adj", "1000")  # after isolate: /proc/self is ours once dumpable
         os.chdir("/tmp")
         for target, fd in enumerate((stdin, stdout, stderr)):
             os.dup2(fd, target)
@@ -254,13 +253,13 @@ def main():
     ctl.send(json.dumps({"ready": problem is None, "error": problem}).encode())
     while problem is None:
         try:
-            message, fds, _, _ = socket.recv_fds(ctl, MESSAGE_BYTES, 8)
+            message, fds, _, _ = socket.recv_fds(ctl, MESSAGE_BYTES, 3)
         except OSError:
             break
         if not message:
             break
         request = json.loads(message)
-        if request.get("op") != "run" or len(fds) != 3 + request.get("cgroups", 0):
+        if request.get("op") != "run" or len(fds) != 3:
             for fd in fds:
                 os.close(fd)
             continue
