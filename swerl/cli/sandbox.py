@@ -8,14 +8,8 @@ import os
 import sys
 
 from swerl.cli.args import existing_file, positive_float, positive_int
-from swerl.codecontests.checker import outputs_match
-from swerl.codecontests.feedback import render_feedback
-from swerl.codecontests.problems import parse_problem
 from swerl.errors import UserError
-from swerl.sandbox import cgroups, seccomp
-from swerl.sandbox.bwrap import WAIVABLE, SandboxConfig, isolation_available, protections, resolve_bwrap
-from swerl.sandbox.limits import MIB, Limits
-from swerl.sandbox.pool import TestCase, run_tests
+from swerl.sandbox.bwrap import WAIVABLE
 
 TEST_SETS = ("public", "private", "generated")
 
@@ -82,6 +76,10 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 def _doctor(args: argparse.Namespace) -> int:
     """One line per protection; the cgroup is the only one with an automatic fallback."""
+    from swerl.sandbox import cgroups, seccomp
+    from swerl.sandbox.bwrap import SandboxConfig, isolation_available, protections, resolve_bwrap
+    from swerl.sandbox.pool import TestCase, run_tests
+
     config = SandboxConfig(waive=frozenset(WAIVABLE))
     problem = isolation_available(config)
     bwrap = None if problem else resolve_bwrap(config)
@@ -125,10 +123,17 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from swerl.codecontests.checker import outputs_match
+    from swerl.codecontests.feedback import render_feedback
+    from swerl.codecontests.problems import parse_problem
+    from swerl.sandbox.bwrap import SandboxConfig
+    from swerl.sandbox.limits import MIB, Limits
+    from swerl.sandbox.pool import run_tests
+
     sets = [name.strip() for name in args.tests.split(",") if name.strip()]
     unknown = sorted(set(sets) - set(TEST_SETS))
     if unknown:
-        raise ValueError(f"unknown test sets {unknown}; choose from {', '.join(TEST_SETS)}")
+        raise UserError(f"unknown test sets {unknown}; choose from {', '.join(TEST_SETS)}")
     try:
         problem = parse_problem(json.loads(args.problem.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
