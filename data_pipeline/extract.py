@@ -1,11 +1,12 @@
 """Stage 2: for each PR, the base and merged contents of every modified file and the patch between them.
 
-The merged commit is diffed against its first parent, which is the base commit for a merge and for a
-squash alike. Contents come from blobs, never a checkout. Each file's role (see `filters.file_role`)
-decides where it goes: source files become the oracle, tests become `test_patch`, the rest is listed as
-excluded. The oracle patch is git's own patch for the source files, and it is checked here to rebuild
-the oracle contents exactly from the base contents, so every row that leaves this stage satisfies the
-invariant `apply_patch_to_contents(base, oracle_patch) == oracle_new_content`.
+The merged commit is diffed against the PR's base: its first parent for a merge and for a squash
+commit alike, the commit before the first rebased one for a rebase merge. Contents come from blobs,
+never a checkout. Each file's role (see `filters.file_role`) decides where it goes: source files
+become the oracle, tests become `test_patch`, the rest is listed as excluded. The oracle patch is git's
+own patch for the source files, and it is checked here to rebuild the oracle contents exactly from the
+base contents, so every row that leaves this stage satisfies the invariant
+`apply_patch_to_contents(base, oracle_patch) == oracle_new_content`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 
 from unidiff import PatchSet
 
-from data_pipeline.commits import CommitPatch, FileChange, PatchReader
+from data_pipeline.commits import TOO_LARGE, CommitPatch, FileChange, PatchReader
 from data_pipeline.config import FilterConfig
 from data_pipeline.edges import EDGES, segment_delta
 from data_pipeline.filters import file_role, looks_generated
@@ -111,8 +112,6 @@ def _rebuild(
 
 
 def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterConfig) -> Extracted:
-    if commit.parent is None:
-        raise Dropped("commit_missing", "root commit has no base")
     sources, tests, excluded = _split_roles(commit)
     out = Extracted(base_commit=commit.parent, merge_commit=commit.sha)
     out.changed_test_files = [change.path for change in tests]
@@ -185,21 +184,38 @@ def extract(
 ) -> Iterator[tuple[Candidate, Extracted | Dropped]]:
     """Each candidate with its extraction or the reason it was dropped, in the candidates' order.
 
-    The repository's open `git diff-tree` serves all its candidates; a commit that is not in the clone
-    (force-pushed away, deleted, never fetched) is dropped as `commit_missing` before git sees it.
+    A PR's change is its merge commit diffed against its base: the candidate's `base_commit` when the
+    source knows it (a rebase merge), else the merge commit's first parent. The repository's open `git
+    diff-tree` serves all its candidates; a commit that is not in the clone (force-pushed away, deleted,
+    never fetched) is dropped as `commit_missing` before git sees it, and one git cannot diff as
+    `unreadable_commit` (or `patch_too_large`), without stopping the others.
     """
-    missing = reader.missing_commits(c.merge_commit for c in candidates)
-    present = [c.merge_commit for c in candidates if c.merge_commit not in missing]
-    results: dict[str, Extracted | Dropped] = {}
-    for commit in patches.patches(list(dict.fromkeys(present))):
-        try:
-            results[commit.sha] = _extract_commit(reader, commit, config)
-        except Dropped as dropped:
-            results[commit.sha] = dropped
-        except GitError as err:
-            results[commit.sha] = Dropped("commit_missing", str(err)[:200])
+    parents = reader.commit_parents(sha for c in candidates for sha in (c.merge_commit, c.base_commit) if sha)
+    bases: dict[str, tuple[str, str] | Dropped] = {}
     for candidate in candidates:
-        if candidate.merge_commit in missing:
-            yield candidate, Dropped("commit_missing", candidate.merge_commit)
+        head = candidate.merge_commit
+        if head not in parents:
+            bases[candidate.instance_id] = Dropped("commit_missing", head)
+        elif candidate.base_commit and candidate.base_commit not in parents:
+            bases[candidate.instance_id] = Dropped("commit_missing", f"base {candidate.base_commit}")
+        elif not candidate.base_commit and not parents[head]:
+            bases[candidate.instance_id] = Dropped("commit_missing", "root commit has no base")
         else:
-            yield candidate, results.get(candidate.merge_commit, Dropped("commit_missing", "not in git log"))
+            bases[candidate.instance_id] = (candidate.base_commit or parents[head][0], head)
+    pairs = [pair for pair in bases.values() if isinstance(pair, tuple)]
+    results: dict[tuple[str, str], Extracted | Dropped] = {}
+    for commit in patches.patches(list(dict.fromkeys(pairs))):
+        pair = (commit.parent, commit.sha)
+        if commit.error is not None:
+            reason = TOO_LARGE if commit.error == TOO_LARGE else "unreadable_commit"
+            results[pair] = Dropped(reason, commit.error)
+            continue
+        try:
+            results[pair] = _extract_commit(reader, commit, config)
+        except Dropped as dropped:
+            results[pair] = dropped
+        except GitError as err:
+            results[pair] = Dropped("unreadable_commit", str(err)[:200])
+    for candidate in candidates:
+        found = bases[candidate.instance_id]
+        yield candidate, found if isinstance(found, Dropped) else results[found]

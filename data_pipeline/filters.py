@@ -22,6 +22,8 @@ REASONS = (
     "empty_issue_text",
     "duplicate_instance",
     "commit_missing",
+    "unreadable_commit",
+    "patch_too_large",
     "only_tests_or_docs",
     "only_generated_vendored_or_lock",
     "too_many_files",

@@ -332,17 +332,17 @@ class ObjectReader(GitPipe):
             self._commit_trees.popitem(last=False)
         return tree
 
-    def missing_commits(self, shas: Iterable[str]) -> set[str]:
-        """The shas that are not commits in the repository (force-pushed away, never fetched, deleted),
-        asked on this reader's pipe: no `git` process of its own per shard. A name git could not read
-        from a line (empty, or with whitespace) names no commit."""
-        wanted = list(dict.fromkeys(shas))
-        askable = [sha for sha in wanted if sha and not any(c in sha for c in " \n\t")]
-        missing = set(wanted) - set(askable)
-        for sha, answer in zip(askable, self._request(askable), strict=True):
-            if answer is None or answer[0] != "commit":
-                missing.add(sha)
-        return missing
+    def commit_parents(self, shas: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        """The parents of each of `shas` that is a commit in the repository; the others (force-pushed
+        away, never fetched, deleted, not a commit, not a name git could read from a line) are left out.
+        Asked on this reader's pipe: no `git` process of its own per shard."""
+        wanted = [sha for sha in dict.fromkeys(shas) if sha and not any(c in sha for c in " \n\t")]
+        found: dict[str, tuple[str, ...]] = {}
+        for sha, answer in zip(wanted, self._request(wanted), strict=True):
+            if answer is not None and answer[0] == "commit":
+                header = answer[1].split(b"\n\n", 1)[0].split(b"\n")
+                found[sha] = tuple(line[7:].decode("ascii") for line in header if line.startswith(b"parent "))
+        return found
 
     def commit_tree(self, commit: str) -> str:
         cached = self._commit_trees.get(commit)

@@ -26,6 +26,7 @@ CANDIDATE_SCHEMA = pa.schema(
         ("created_at", pa.string()),
         ("merged", pa.bool_()),
         ("merge_commit", pa.string()),
+        ("base_commit", pa.string()),
         ("author", pa.string()),
         ("problem_statement", pa.string()),
         ("problem_source", pa.string()),
@@ -98,6 +99,9 @@ class Candidate:
     created_at: str = ""
     merged: bool = True
     author: str = ""
+    # The PR's base when the merge commit's first parent is not it (a rebase merge of several commits:
+    # the commit before the first rebased one); empty for a merge or squash commit.
+    base_commit: str = ""
 
     def record(self) -> dict[str, Any]:
         """`dataclasses.asdict(self)`, without its recursive deep copy (the only container is a list of
@@ -114,6 +118,7 @@ class Candidate:
             "created_at": self.created_at,
             "merged": self.merged,
             "author": self.author,
+            "base_commit": self.base_commit,
         }
 
 
