@@ -69,6 +69,8 @@ class MineConfig:
     # bench, with a shorter tail and less memory than 192-256.
     shard_size: int = 128
     decontaminate: bool = True
+    # "repository": nothing from a benchmark repository; "instances": only the benchmark's own PRs.
+    decontaminate_mode: str = "repository"
     decontamination_ids: tuple[str, ...] = ()
     decontamination_repos: tuple[str, ...] = ()
     dedup_threshold: float = 0.9

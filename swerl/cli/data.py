@@ -144,10 +144,18 @@ def register(groups: argparse._SubParsersAction) -> None:
         default=[],
         metavar="SPEC",
         help="benchmark instances to exclude: a .txt/.json/.jsonl/.parquet file or hf:NAME[:SPLIT] "
-        "(repeatable; the SWE-bench repositories are always excluded unless --no-decontaminate)",
+        "(repeatable; the SWE-bench instances and repositories are always excluded unless "
+        "--no-decontaminate)",
     )
     mine.add_argument(
         "--no-decontaminate", action="store_true", help="keep benchmark repositories (not advised)"
+    )
+    mine.add_argument(
+        "--decontaminate-mode",
+        choices=("repository", "instances"),
+        default="repository",
+        help="repository: nothing from a SWE-bench repository, recognised by its commits whatever the "
+        "clone is called (default, as the SWE-RL paper); instances: only the benchmark instances' own PRs",
     )
     mine.add_argument("--allow-no-issue", action="store_true", help="keep API/Archive PRs that link no issue")
     mine.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -192,6 +200,7 @@ def _config(args: argparse.Namespace):
         ),
         shard_size=args.shard_size,
         decontaminate=not args.no_decontaminate,
+        decontaminate_mode=args.decontaminate_mode,
         decontamination_ids=tuple(sorted(set(ids))),
         decontamination_repos=tuple(sorted(set(repos))),
         dedup_threshold=args.dedup_threshold,
