@@ -16,6 +16,8 @@ class FilterConfig:
     max_file_bytes: int = 256_000
     min_problem_chars: int = 10
     require_issue: bool = True
+    # File suffixes (no dot) of which a PR must change at least one source file; empty: any language.
+    languages: tuple[str, ...] = ("py",)
     bot_authors: tuple[str, ...] = (
         "dependabot",
         "renovate",

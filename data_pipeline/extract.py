@@ -65,6 +65,12 @@ def _read(blobs: dict[str, bytes], change: FileChange, side: str, config: Filter
     return data
 
 
+def _suffix(path: str) -> str:
+    """A path's suffix without the dot, lower case (`pkg/mod.PY` -> `py`; none: empty)."""
+    name = path.rpartition("/")[2]
+    return name.rpartition(".")[2].lower() if "." in name.lstrip(".") else ""
+
+
 def _split_roles(commit: CommitPatch) -> tuple[list[FileChange], list[FileChange], list[str]]:
     sources, tests, excluded = [], [], []
     for change in commit.changes:
@@ -136,6 +142,8 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
     if not kept:
         generated = any(file_role(path) in {"lock", "vendored", "generated"} for path in excluded)
         raise Dropped("only_generated_vendored_or_lock" if generated else "only_tests_or_docs")
+    if config.languages and not any(_suffix(change.path) in config.languages for change in kept):
+        raise Dropped("not_in_languages", ", ".join(sorted({_suffix(change.path) for change in kept})))
     if len(kept) > config.max_files:
         raise Dropped("too_many_files", str(len(kept)))
     patch_bytes = b"".join(change.patch for change in kept)

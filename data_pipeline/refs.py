@@ -57,13 +57,26 @@ def pr_number_from_commit(message: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+# Trailers git and GitHub add to messages: who signed, co-wrote or reviewed says nothing of the problem.
+_TRAILER = re.compile(
+    r"^(?:Co-authored-by|Signed-off-by|Reviewed-by|Acked-by|Tested-by|Reported-by|Suggested-by|Helped-by"
+    r"|Change-Id):.*(?:\n|$)",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+def strip_trailers(message: str) -> str:
+    return _TRAILER.sub("", message).strip()
+
+
 def commit_problem_text(message: str) -> str:
-    """The problem text of a commit: its message without the merge boilerplate and the `(#N)` suffix.
+    """The problem text of a commit: its whole message without the merge boilerplate, the `(#N)` suffix
+    and trailers.
 
     For `Merge pull request #N from user/branch` the subject says nothing about the change, so only the
     body (GitHub puts the PR title there) remains.
     """
-    subject, _, body = message.strip().partition("\n")
+    subject, _, body = strip_trailers(message).partition("\n")
     if _MERGE_PR.match(subject):
         return body.strip()
     subject = _SQUASH_PR.sub("", subject).strip()

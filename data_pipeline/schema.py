@@ -28,6 +28,7 @@ CANDIDATE_SCHEMA = pa.schema(
         ("merge_commit", pa.string()),
         ("base_commit", pa.string()),
         ("author", pa.string()),
+        ("title", pa.string()),
         ("problem_statement", pa.string()),
         ("problem_source", pa.string()),
     ]
@@ -102,6 +103,8 @@ class Candidate:
     # The PR's base when the merge commit's first parent is not it (a rebase merge of several commits:
     # the commit before the first rebased one); empty for a merge or squash commit.
     base_commit: str = ""
+    # The PR's title (a commit's subject for `--local`): bots are known by theirs too (`filters`).
+    title: str = ""
 
     def record(self) -> dict[str, Any]:
         """`dataclasses.asdict(self)`, without its recursive deep copy (the only container is a list of
@@ -119,6 +122,7 @@ class Candidate:
             "merged": self.merged,
             "author": self.author,
             "base_commit": self.base_commit,
+            "title": self.title,
         }
 
 

@@ -4,6 +4,7 @@ patch are taken only when they hash to the blob's id."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -285,3 +286,23 @@ def test_a_malformed_tree_is_refused_even_after_a_good_one(tmp_path):
         for broken in [data[:-1], data[:-25], data + b"1"]:  # a cut entry, trailing bytes
             with pytest.raises(GitError):
                 reader._parse_tree(tree, broken, "")
+
+
+def test_a_forked_process_does_not_keep_the_parent_s_git_alive(repo):
+    """A worker forked while the driver reads (the `--local` listing reads merged commits as the pool
+    starts) must not hold the parent's pipe to git open: the parent's close would wait for git forever."""
+    reader = ObjectReader(repo)
+    reader.commit_parents([_git(repo, "rev-parse", "HEAD").decode().strip()])
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the reader is disowned, never used
+        try:
+            time.sleep(3)
+        finally:
+            os._exit(0 if not reader.alive() else 1)
+    try:
+        started = time.monotonic()
+        reader.close()
+        assert time.monotonic() - started < 1.5
+    finally:
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

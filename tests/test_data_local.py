@@ -83,6 +83,7 @@ def test_every_planned_pr_ends_as_expected(mined):
 
 def test_rows_meet_the_acceptance_invariants(mined):
     rows = read_dir(mined["out"] / "data")
+    merges = {f"acme__widgets-{pr.number}" for pr in mined["prs"] if pr.style == "merge"}
     for row in rows:
         context = {f["path"]: f["content"] for f in row["code_context"]}
         oracle = {f["path"]: f["content"] for f in row["oracle_new_content"]}
@@ -91,7 +92,8 @@ def test_rows_meet_the_acceptance_invariants(mined):
         answer = canonical_answer(context, oracle)
         assert similarity_reward(answer, context, oracle).reward == 1.0
         assert row["prompt"] == build_messages(row["problem_statement"], list(context.items()))
-        assert row["problem_source"] == "commit_message"
+        source = "merge_commits" if row["instance_id"] in merges else "commit_message"
+        assert row["problem_source"] == source
         assert row["base_commit"] and row["merge_commit"] and row["prompt_tokens"] > row["context_tokens"] > 0
 
 

@@ -22,6 +22,7 @@ CANDIDATE = {
     "merge_commit": "ab" * 20,
     "base_commit": "",
     "author": "",
+    "title": "",
     "problem_statement": "non-ASCII: é ✓ \u2028 and a NUL \x00",
     "problem_source": "commit_message",
 }

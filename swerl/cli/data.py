@@ -92,6 +92,13 @@ def register(groups: argparse._SubParsersAction) -> None:
     mine.add_argument("--max-files", type=int, default=10, help="max modified source files (default 10)")
     mine.add_argument("--max-lines", type=int, default=600, help="max changed lines (default 600)")
     mine.add_argument(
+        "--languages",
+        default="py",
+        metavar="SUFFIXES",
+        help="keep PRs that change at least one source file with one of these comma-separated suffixes "
+        "(default py; 'any' keeps every language)",
+    )
+    mine.add_argument(
         "--max-file-bytes", type=int, default=256_000, help="max size of a file (default 256000)"
     )
     mine.add_argument("--max-prompt-tokens", type=int, default=16_384, help="prompt budget (default 16384)")
@@ -188,6 +195,7 @@ def _config(args: argparse.Namespace):
             max_lines_changed=args.max_lines,
             max_file_bytes=args.max_file_bytes,
             require_issue=not args.allow_no_issue,
+            languages=_languages(args.languages),
         ),
         context=ContextConfig(
             max_prompt_tokens=args.max_prompt_tokens,
@@ -206,6 +214,12 @@ def _config(args: argparse.Namespace):
         dedup_threshold=args.dedup_threshold,
         tokenizer=args.tokenizer,
     )
+
+
+def _languages(value: str) -> tuple[str, ...]:
+    """`--languages`: suffixes without dots, lower case; `any` (or nothing) for every language."""
+    suffixes = tuple(sorted({part.strip().lstrip(".").lower() for part in value.split(",") if part.strip()}))
+    return () if suffixes in ((), ("any",)) else suffixes
 
 
 def _source(args: argparse.Namespace):
