@@ -241,7 +241,7 @@ def identity_note(repo: str, found: Mapping[str, Any], mode: str) -> str:
     """The terminal's line about a clone identified as a benchmark repository."""
     dropped = "every PR of it" if mode == "repository" else "the PRs of its SWE-bench instances"
     return (
-        f"{repo} is the SWE-bench repository {found['repo']} (its history holds base commit "
+        f"excluded: {repo} is the SWE-bench repository {found['repo']} (its history holds base commit "
         f"{found['base_commit'][:12]} of {found['evidence']}): {dropped} dropped as contaminated "
         "(--no-decontaminate keeps them)"
     )

@@ -20,7 +20,7 @@ from data_pipeline.commits import TOO_LARGE, CommitPatch, FileChange, PatchReade
 from data_pipeline.config import FilterConfig
 from data_pipeline.edges import EDGES, segment_delta
 from data_pipeline.filters import file_role, looks_generated
-from data_pipeline.gitstore import SUBMODULE_MODE, SYMLINK_MODE, GitError, ObjectReader
+from data_pipeline.gitstore import SUBMODULE_MODE, SYMLINK_MODE, GitError, ObjectReader, parse_commit_object
 from data_pipeline.schema import Candidate
 from swerl.edit_format import PatchApplyError, apply_patch_to_contents, parse_patch
 from swerl.edit_format.patch import apply_parsed_patch
@@ -187,29 +187,63 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
     return out
 
 
+def _committer(data: bytes) -> bytes:
+    """The committer line of a raw commit object (identity and time)."""
+    header = data.partition(b"\n\n")[0]
+    return next((line for line in header.split(b"\n") if line.startswith(b"committer ")), b"")
+
+
+def pr_base(reader: ObjectReader, head: str, parents: tuple[str, ...], commits: int) -> str:
+    """The commit a PR's change is taken against, given its merge commit `head` and the PR's number of
+    commits (0: unknown).
+
+    A merge commit's and a squash commit's first parent is the base branch as the PR found it. A rebase
+    merge of N commits puts N new commits on the base branch, `head` the last: its first parent already
+    holds the PR's first N-1 commits. GitHub writes those N commits in one operation, with one committer
+    and one commit time; a squash commit's parent is an older commit of the branch, written at another
+    time. So when the PR had N > 1 commits and `head` and its N-1 first-parent ancestors share their
+    committer line, the base is the commit before them; otherwise it is the first parent."""
+    if commits <= 1 or len(parents) != 1:
+        return parents[0]
+    chain = [head]
+    objects = reader.commit_objects([head])
+    line = _committer(objects.get(head, b""))
+    for _ in range(commits - 1):
+        current = objects.get(chain[-1])
+        if current is None:
+            return parents[0]
+        up = parse_commit_object(current)[0]
+        if len(up) != 1:
+            return parents[0]
+        objects = reader.commit_objects([up[0]])
+        if up[0] not in objects or _committer(objects[up[0]]) != line:
+            return parents[0]
+        chain.append(up[0])
+    below = parse_commit_object(objects[chain[-1]])[0]
+    return below[0] if below else parents[0]
+
+
 def extract(
     reader: ObjectReader, patches: PatchReader, candidates: list[Candidate], config: FilterConfig
 ) -> Iterator[tuple[Candidate, Extracted | Dropped]]:
     """Each candidate with its extraction or the reason it was dropped, in the candidates' order.
 
-    A PR's change is its merge commit diffed against its base: the candidate's `base_commit` when the
-    source knows it (a rebase merge), else the merge commit's first parent. The repository's open `git
-    diff-tree` serves all its candidates; a commit that is not in the clone (force-pushed away, deleted,
-    never fetched) is dropped as `commit_missing` before git sees it, and one git cannot diff as
-    `unreadable_commit` (or `patch_too_large`), without stopping the others.
+    A PR's change is its merge commit diffed against its base (`pr_base`: the first parent, or the
+    commit before a rebase merge's commits). The repository's open `git diff-tree` serves all its
+    candidates; a commit that is not in the clone (force-pushed away, deleted, never fetched) is dropped
+    as `commit_missing` before git sees it, and one git cannot diff as `unreadable_commit` (or
+    `patch_too_large`), without stopping the others.
     """
-    parents = reader.commit_parents(sha for c in candidates for sha in (c.merge_commit, c.base_commit) if sha)
+    parents = reader.commit_parents(c.merge_commit for c in candidates)
     bases: dict[str, tuple[str, str] | Dropped] = {}
     for candidate in candidates:
         head = candidate.merge_commit
         if head not in parents:
             bases[candidate.instance_id] = Dropped("commit_missing", head)
-        elif candidate.base_commit and candidate.base_commit not in parents:
-            bases[candidate.instance_id] = Dropped("commit_missing", f"base {candidate.base_commit}")
-        elif not candidate.base_commit and not parents[head]:
+        elif not parents[head]:
             bases[candidate.instance_id] = Dropped("commit_missing", "root commit has no base")
         else:
-            bases[candidate.instance_id] = (candidate.base_commit or parents[head][0], head)
+            bases[candidate.instance_id] = (pr_base(reader, head, parents[head], candidate.commits), head)
     pairs = [pair for pair in bases.values() if isinstance(pair, tuple)]
     results: dict[tuple[str, str], Extracted | Dropped] = {}
     for commit in patches.patches(list(dict.fromkeys(pairs))):

@@ -17,6 +17,7 @@ from data_pipeline.schema import Candidate
 
 REASONS = (
     "not_merged",
+    "merge_not_found",
     "no_linked_issue",
     "bot_author",
     "empty_issue_text",
@@ -124,6 +125,8 @@ def bot_title(title: str) -> bool:
 
 def candidate_drop_reason(candidate: Candidate, config: FilterConfig) -> str | None:
     """The reason to drop a PR from its metadata alone, before any git work; None to keep it."""
+    if candidate.drop_reason:
+        return candidate.drop_reason
     if not candidate.merged:
         return "not_merged"
     if is_bot(candidate.author, config) or bot_title(candidate.title):

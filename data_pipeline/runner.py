@@ -76,7 +76,7 @@ class RunSummary:
             f"  -> {self.out / 'data'}"
         ]
         lines += [f"  dropped {reason}: {n}" for reason, n in self.drops.most_common()]
-        lines += [f"  excluded: {note}" for note in self.notes]
+        lines += [f"  {note}" for note in self.notes]
         if self.model_no_picks:
             lines.append(f"  rows the ranking model named no usable file for: {self.model_no_picks}")
         return "\n".join(lines)
@@ -199,6 +199,7 @@ def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bo
             yield index
     seen.close()
     extra = {"commits_scanned": source.commits_scanned} if hasattr(source, "commits_scanned") else {}
+    extra.update(getattr(source, "faults", {}))  # dumps skipped, bad lines: for the report
     manifest.finish("collect", shards_total=len(manifest.stage("collect")["shards"]), **extra)
 
 
@@ -442,8 +443,12 @@ def summarize(manifest: Manifest) -> RunSummary:
     summary.rows = sum(i["rows"] for i in rendered)
     summary.model_no_picks = sum(i.get("model_no_picks", 0) for i in rendered)
     identities = manifest.state.get("identities", {})
+    collected = manifest.stage("collect")
+    for key, what in (("dumps_skipped", "unreadable dumps skipped"), ("bad_json_lines", "lines not JSON")):
+        if collected.get(key):
+            summary.notes.append(f"{what}: {collected[key]} (see the warnings)")
     mode = manifest.data["config"].get("mine", {}).get("decontaminate_mode", "repository")
-    summary.notes = [identity_note(repo, found, mode) for repo, found in sorted(identities.items()) if found]
+    summary.notes += [identity_note(repo, found, mode) for repo, found in sorted(identities.items()) if found]
     return summary
 
 

@@ -35,24 +35,29 @@ class Git:
         path.mkdir(parents=True)
         self.run("init", "-q", "-b", "main")
 
-    def run(self, *args: str, stdin: bytes | None = None) -> str:
+    def run(self, *args: str, stdin: bytes | None = None, committer: dict[str, str] | None = None) -> str:
+        """Run git; `committer` overrides the committer's GIT_COMMITTER_* variables (a rebase merge's
+        commits share GitHub's identity and time)."""
         self.tick += 1
         date = f"2024-01-01T00:{self.tick // 60:02d}:{self.tick % 60:02d}Z"
         env = {**os.environ, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
         env |= {"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com"}
         env |= {"GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
         env |= {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+        env |= {f"GIT_COMMITTER_{key.upper()}": value for key, value in (committer or {}).items()}
         done = subprocess.run(
             ["git", "-C", str(self.path), *args], input=stdin, capture_output=True, env=env, check=True
         )
         return done.stdout.decode("utf-8", "replace").strip()
 
-    def commit(self, files: dict[str, bytes], message: bytes, *options: str) -> str:
+    def commit(
+        self, files: dict[str, bytes], message: bytes, *options: str, committer: dict[str, str] | None = None
+    ) -> str:
         for path, data in files.items():
             (self.path / path).parent.mkdir(parents=True, exist_ok=True)
             (self.path / path).write_bytes(data)
             self.run("add", path)
-        self.run(*options, "commit", "-q", "--allow-empty", "-F", "-", stdin=message)
+        self.run(*options, "commit", "-q", "--allow-empty", "-F", "-", stdin=message, committer=committer)
         return self.run("rev-parse", "HEAD")
 
 

@@ -20,9 +20,10 @@ CANDIDATE = {
     "created_at": "",
     "merged": True,
     "merge_commit": "ab" * 20,
-    "base_commit": "",
     "author": "",
     "title": "",
+    "commits": 0,
+    "drop_reason": "",
     "problem_statement": "non-ASCII: é ✓ \u2028 and a NUL \x00",
     "problem_source": "commit_message",
 }
