@@ -18,7 +18,6 @@ _CLOSING = re.compile(
 )
 _MERGE_PR = re.compile(r"^Merge pull request #(\d+)\b")
 _SQUASH_PR = re.compile(r"\(#(\d+)\)\s*$")
-_ANY_REF = re.compile(r"(?:\b(?P<repo>[\w.-]+/[\w.-]+))?#(?P<num>\d+)\b")
 
 
 def closing_issues(text: str, repo: str) -> list[int]:
@@ -32,19 +31,6 @@ def closing_issues(text: str, repo: str) -> list[int]:
         number = int(match.group("num") or match.group("unum"))
         if other is not None and other.lower() != repo.lower():
             continue
-        if number not in found:
-            found.append(number)
-    return found
-
-
-def mentioned_issues(text: str, repo: str) -> list[int]:
-    """Every `#N` of `repo` mentioned in `text` (cross-references), in order, no repeats."""
-    found: list[int] = []
-    for match in _ANY_REF.finditer(text or ""):
-        other = match.group("repo")
-        if other is not None and other.lower() != repo.lower():
-            continue
-        number = int(match.group("num"))
         if number not in found:
             found.append(number)
     return found

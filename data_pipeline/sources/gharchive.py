@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from data_pipeline.commits import CommitInfo, first_parent_history
+from data_pipeline.engines import worker_pool
 from data_pipeline.gitstore import GitError, ensure_bare_clone, resolve
 from data_pipeline.refs import closing_issues, commit_problem_text, pr_number_from_commit
 from data_pipeline.schema import Candidate, instance_id
@@ -278,7 +279,7 @@ class GHArchiveSource:
             issues = SpillMap(scratch / "issues.sqlite", self.spill_limit, _merge_issue)
             wanted = SpillMap(scratch / "wanted.sqlite", self.spill_limit)
             try:
-                with ProcessPoolExecutor(max_workers=max(1, self.workers)) as pool:
+                with worker_pool(max(1, self.workers)) as pool:
                     for path, found in self._scan(pool, scan_pulls, files, self.repos):
                         readable.append(path)
                         for pr in found:
