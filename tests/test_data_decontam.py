@@ -193,3 +193,19 @@ def test_earlier_names_of_benchmark_repositories_are_theirs(repo, number, why):
     decon = Decontaminator.build(True, [], [])
     assert decon.reason(f"{repo.replace('/', '__')}-{number}", repo, number) == why
     assert Decontaminator.build(False, [], []).reason("x", repo, number) is None
+
+
+def test_clones_sharing_a_directory_name_do_not_share_a_cache(upstream, tmp_path):
+    """`~/a/my-project` (the benchmark repository) and `~/b/my-project` (another) are both named
+    `local/my-project`: the second must not be mined, or identified, from the first's history."""
+    clone, _ = upstream
+    other = tmp_path / "elsewhere" / "my-project"
+    builder = HistoryBuilder(seed=12)
+    for _ in range(4):
+        random_fix(builder)
+    builder.write(other)
+    cache = tmp_path / "shared-cache"
+    first = mine(tmp_path / "one", LocalSource(clone, cache), MineConfig(), workers=1, progress=False)
+    second = mine(tmp_path / "two", LocalSource(other, cache), MineConfig(), workers=1, progress=False)
+    assert first.rows == 0 and first.notes
+    assert second.rows > 0 and not second.notes

@@ -13,6 +13,7 @@ and keeps the user's repository configuration (hooks, filters) out of reach.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,7 +60,11 @@ class LocalSource:
         return {"kind": self.kind, "path": str(self.path.resolve()), "repo": self.repo, "ref": self.ref}
 
     def git_dir(self, repo: str) -> Path:
-        return ensure_bare_clone(self.cache, self.repo, str(self.path.resolve()))
+        """The cache's copy of this clone, named after the repository and the clone's path: two clones
+        that share a directory name (`~/a/repo`, `~/b/repo`: both `local/repo`) never share a copy, whose
+        history would then hold both (and a clone would be taken for what the other one is)."""
+        where = hashlib.sha256(str(self.path.resolve()).encode()).hexdigest()[:12]
+        return ensure_bare_clone(self.cache, f"{self.repo}@{where}", str(self.path.resolve()))
 
     def prepare(self, state: dict[str, Any]) -> None:
         git_dir = self.git_dir(self.repo)
