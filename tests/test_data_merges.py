@@ -14,15 +14,19 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
+import threading
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from test_data_github import TOKEN, Replay, _handler, _pull
 from test_data_realgit import CORE, Git, _edit, _rows
 
 from data_pipeline.config import MineConfig
 from data_pipeline.gitstore import GitError
 from data_pipeline.runner import mine
 from data_pipeline.sources.gharchive import GHArchiveSource
+from data_pipeline.sources.github import PullLookup
 from data_pipeline.sources.local import LocalSource
 from swerl.edit_format import apply_patch_to_contents
 
@@ -212,6 +216,53 @@ def test_trimmed_events_are_completed_from_the_history(history):
     # A rebase merge names no PR in its commits, and #4 was closed unmerged: the history cannot tell.
     assert drops[3] == drops[4] == "merge_not_found"
     assert rows[2]["created_at"] == "2024-01-01T02:00:00Z"  # the `opened` event's time
+
+
+def test_trimmed_events_the_history_cannot_settle_are_asked_of_the_api(history):
+    """With a token, the rebase merge (#3) and the unmerged PR (#4) are looked up on the REST API
+    (a loopback server in its JSON shape): #3 becomes a row with its whole change, #4 is `not_merged`."""
+    root, merges, bases, changed = history
+    replay = Replay()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(replay))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = replay.base = f"http://127.0.0.1:{httpd.server_port}"
+    replay.routes[f"/repos/{REPO}"] = {
+        "id": 7,
+        "name": "widgets",
+        "full_name": REPO,
+        "url": f"{base}/repos/{REPO}",
+    }
+    for number, sha in ((3, merges[3]), (4, None)):
+        pull = _pull(base, number, sha, f"Edit f7 to f9 ({number})", f"Fixes #{100 + number}")
+        replay.routes[f"/repos/{REPO}/pulls/{number}"] = {**pull, "commits": 3}
+    replay.failures[f"/repos/{REPO}/pulls/3"] = [(0, {}, {})]  # a dropped connection on the way
+    dumps = root / "dumps-api"
+    dumps.mkdir()
+    events = [*_issues()]
+    events += [
+        _event("PullRequestEvent", "2024-01-01T02:00:00Z", _trimmed_pr(n, "opened")) for n in (1, 2, 3, 4)
+    ]
+    events += [
+        _event("PullRequestEvent", "2024-01-01T06:00:00Z", _trimmed_pr(n, "closed"), "maintainer")
+        for n in (1, 2, 3, 4)
+    ]
+    _write(dumps / "2025-11-02-0.json.gz", events)
+    slept: list[float] = []
+    api = PullLookup(TOKEN, base, sleep=slept.append)
+    source = GHArchiveSource(dumps, root / "cache-api", clone_url=str(root / "remotes") + "/{repo}", api=api)
+    try:
+        mine(root / "out-api", source, MineConfig(shard_size=3), workers=1, progress=False)
+    finally:
+        httpd.shutdown()
+    rows = {row["pull_number"]: row for row in _rows(root / "out-api" / "data")}
+    build = _rows(root / "out-api" / "build")
+    drops = {int(d["instance_id"].rsplit("-", 1)[1]): d["reason"] for d in build if "reason" in d}
+    assert sorted(rows) == [1, 2, 3] and drops[4] == "not_merged"
+    _check_oracles(rows, merges, bases, changed)
+    assert rows[3]["problem_statement"] == "f3 is wrong\n\nf3 breaks."
+    asked = {path for path, _ in replay.requests}
+    assert f"/repos/{REPO}/pulls/1" not in asked  # the history settled #1 and #2
+    assert slept == [1.0] and all(auth == f"token {TOKEN}" for _, auth in replay.requests)
 
 
 def test_bad_dumps_are_skipped_named_and_counted_and_a_rerun_continues(history, capsys):

@@ -26,7 +26,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from data_pipeline.commits import CommitInfo, first_parent_history
 from data_pipeline.engines import worker_pool
@@ -34,6 +34,9 @@ from data_pipeline.gitstore import GitError, ensure_bare_clone, resolve
 from data_pipeline.refs import closing_issues, commit_problem_text, pr_number_from_commit
 from data_pipeline.schema import Candidate, instance_id
 from data_pipeline.spill import Membership, SpillMap
+
+if TYPE_CHECKING:  # PyGithub is imported only where a token makes the API worth asking
+    from data_pipeline.sources.github import PullLookup
 
 R = TypeVar("R")
 _NAME = re.compile(r"\d{4}-\d{2}-\d{2}-\d{1,2}\.json\.gz")
@@ -229,8 +232,11 @@ class GHArchiveSource:
         workers: int = 2,
         spill_limit: int = 200_000,
         scratch: Path | None = None,
+        api: PullLookup | None = None,
     ) -> None:
+        """`api`: where to ask about trimmed events the history cannot settle (a token's REST API)."""
         self.folder = folder
+        self.api = api
         self.cache = cache
         self.clone_url = clone_url
         self.repos = frozenset(repos) if repos else None
@@ -309,7 +315,7 @@ class GHArchiveSource:
             pr["drop_reason"] = ""
             if pr["merged"] is None:
                 if history is None or history.repo != pr["repo"]:
-                    history = _MergeIndex(pr["repo"], self.git_dir(pr["repo"]))
+                    history = _MergeIndex(pr["repo"], self.git_dir(pr["repo"]), self.api)
                 pr["drop_reason"] = history.resolve(pr)
             yield key, pr
 
@@ -350,9 +356,10 @@ class _MergeIndex:
     squash commits (`Title (#N)`) on the first-parent line of the branch the PR targeted (the default
     branch when its name is unknown or the clone lacks it), read once per repository and branch."""
 
-    def __init__(self, repo: str, git_dir: Path) -> None:
+    def __init__(self, repo: str, git_dir: Path, api: PullLookup | None = None) -> None:
         self.repo = repo
         self.git_dir = git_dir
+        self.api = api
         self._by_branch: dict[str, dict[int, CommitInfo]] = {}
 
     def _merges(self, branch: str) -> dict[int, CommitInfo]:
@@ -371,10 +378,15 @@ class _MergeIndex:
 
     def resolve(self, pr: dict[str, Any]) -> str:
         """Fill in what a trimmed event no longer carries (merged, merge commit, title, body; author and
-        creation time when no `opened` event was seen) from the commit that names the PR; returns the
-        drop reason when no commit does (`merge_not_found`: closed unmerged, or merged in a way the
-        history does not name, such as a rebase merge)."""
+        creation time when no `opened` event was seen) from the commit that names the PR, else from the
+        API when there is one (which also gives the number of commits: a rebase merge's whole change);
+        returns the drop reason when neither can tell (`merge_not_found`: closed unmerged, or merged in
+        a way the history does not name, such as a rebase merge)."""
         commit = self._merges(pr["base_ref"]).get(pr["number"])
+        found = self.api.get(self.repo, pr["number"]) if commit is None and self.api is not None else None
+        if found is not None:
+            pr.update({key: value for key, value in found.items() if value or key == "merged"})
+            return ""  # a PR the API says was not merged is dropped as `not_merged`
         if commit is None:
             pr["merged"] = False
             return "merge_not_found"

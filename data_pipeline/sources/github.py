@@ -104,6 +104,45 @@ def _iso(value: datetime | None) -> str:
     return value.isoformat().replace("+00:00", "Z") if value else ""
 
 
+def _client(token: str | None, api_url: str) -> github.Github:
+    """PyGithub with its own retry off (ours is `Retrier`) and no pacing between requests."""
+    auth = Auth.Token(token) if token else None
+    return github.Github(
+        auth=auth, base_url=api_url, retry=None, per_page=100, seconds_between_requests=None, timeout=30
+    )
+
+
+class PullLookup:
+    """Single PRs from the REST API, for sources whose records lack what the API knows (GH Archive's
+    trimmed events): one request per PR, under the same retry policy as `GitHubSource`."""
+
+    def __init__(self, token: str | None, api_url: str = "https://api.github.com", **retry: Any) -> None:
+        self.retry = Retrier(token, **retry)
+        self._gh = _client(token, api_url)
+        self._repos: dict[str, Any] = {}
+
+    def get(self, repo: str, number: int) -> dict[str, Any] | None:
+        """merged, merge commit, title, body, author, creation time and number of commits of PR
+        `repo#number`; None when the API does not know it (404, 410)."""
+        try:
+            if repo not in self._repos:
+                self._repos[repo] = self.retry(repo, lambda: self._gh.get_repo(repo))
+            pr = self.retry(f"{repo}#{number}", lambda: self._repos[repo].get_pull(number))
+        except GitHubError as err:
+            if "HTTP 404" in str(err) or "HTTP 410" in str(err):
+                return None
+            raise
+        return {
+            "merged": pr.merged_at is not None,
+            "merge_commit": pr.merge_commit_sha or "",
+            "title": pr.title or "",
+            "body": pr.body or "",
+            "author": (pr.user.login if pr.user else "") or "",
+            "created_at": _iso(pr.created_at),
+            "commits": int(pr.commits or 0),
+        }
+
+
 class GitHubSource:
     kind = "github"
     supports_skip = True
@@ -126,10 +165,7 @@ class GitHubSource:
         self.clone_url = clone_url
         self.max_prs = max_prs
         self.retry = Retrier(token, sleep, now)
-        auth = Auth.Token(token) if token else None
-        self._gh = github.Github(
-            auth=auth, base_url=api_url, retry=None, per_page=100, seconds_between_requests=None, timeout=30
-        )
+        self._gh = _client(token, api_url)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "repos": self.repos, "api_url": self.api_url, "max_prs": self.max_prs}

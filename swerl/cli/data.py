@@ -66,8 +66,18 @@ def register(groups: argparse._SubParsersAction) -> None:
         "--repo-name", metavar="OWNER/REPO", help="--local: repository name for ids (default: origin)"
     )
     mine.add_argument("--ref", default="HEAD", help="--local: branch or commit to mine (default HEAD)")
-    mine.add_argument("--api-url", default="https://api.github.com", help="--github: REST API base URL")
-    mine.add_argument("--token-env", default="GITHUB_TOKEN", metavar="NAME", help="--github: token variable")
+    mine.add_argument(
+        "--api-url",
+        default="https://api.github.com",
+        help="--github, and --gharchive with a token: REST API base URL",
+    )
+    mine.add_argument(
+        "--token-env",
+        default="GITHUB_TOKEN",
+        metavar="NAME",
+        help="variable holding a GitHub token: --github's API, and --gharchive asks it about PRs whose "
+        "events (trimmed since October 2025) and history leave it unknown whether they were merged",
+    )
     mine.add_argument(
         "--clone-url",
         default="https://github.com/{repo}.git",
@@ -242,7 +252,13 @@ def _source(args: argparse.Namespace):
         )
     from data_pipeline.sources.gharchive import GHArchiveSource
 
-    return GHArchiveSource(args.gharchive, args.clones, clone_url=args.clone_url, repos=args.repos)
+    token = os.environ.get(args.token_env) or None
+    api = None
+    if token:  # trimmed events the history cannot settle are asked about (never without a token)
+        from data_pipeline.sources.github import PullLookup
+
+        api = PullLookup(token, args.api_url)
+    return GHArchiveSource(args.gharchive, args.clones, clone_url=args.clone_url, repos=args.repos, api=api)
 
 
 def _run_mine(args: argparse.Namespace) -> int:
