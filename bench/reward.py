@@ -8,15 +8,23 @@ answer with the pure-difflib reference and with swerl's reward in the same run. 
 It also times the paper's own setup (difflib diffs + cydifflib ratio) when cydifflib is installed, group
 scoring with the oracle diff computed once, and the multi-core batch throughput.
 
+With `--repo CLONE` the instances are real commits instead: the first-parent commits of a real git
+history that change one to three existing `.py` files (old and new contents read with `git show`), with
+the same 8 answers each. Part 1b then times the reward through the command a user runs, `swerl reward
+score --workers 1` on a JSONL file of those cases, against the same pure-difflib loop; the JSON reading
+and writing the command must do is timed alone in the same run and reported apart, so the ratio "beyond
+JSON I/O" compares the scoring the command adds to it (its start-up included).
+
 Part 2 times the worst case, single pairs of large unified diffs (1-20 KB each): see bench/matcher.py,
 which this script runs at the end unless --no-worst-case.
 
-    python bench/reward.py [--instances 40] [--repeats 3] [--seed 0]
+    python bench/reward.py [--instances 40] [--repeats 3] [--seed 0] [--repo CLONE]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import subprocess
@@ -68,6 +76,67 @@ def build_cases(instances: int, seed: int) -> list[Case]:
             continue
         cases += [(answer, commit.old, commit.new) for answer in answers_for(commit, rng)]
     return cases
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True)
+    return done.stdout.decode("utf-8", errors="surrogateescape")
+
+
+def real_cases(repo: Path, instances: int, seed: int, max_bytes: int = 60_000) -> list[Case]:
+    """8 answers to each of the newest `instances` first-parent commits of a real history that modify
+    1-3 existing `.py` files of at most `max_bytes` each (changes no SEARCH/REPLACE answer can express,
+    like a file made empty, are passed over)."""
+    rng = random.Random(seed)
+    cases: list[Case] = []
+    found = 0
+    for line in _git(repo, "log", "--first-parent", "--no-merges", "--format=%H %P").splitlines():
+        sha, *parents = line.split()
+        if found >= instances or not parents:
+            break
+        changes = _git(repo, "diff-tree", "--no-commit-id", "-r", "--name-status", parents[0], sha)
+        rows = [r.split("\t") for r in changes.splitlines()]
+        paths = [r[1] for r in rows if r[0] == "M" and r[1].endswith(".py")]
+        if not 1 <= len(paths) <= 3 or len(paths) != len(rows):
+            continue
+        old = {p: _git(repo, "show", f"{parents[0]}:{p}") for p in paths}
+        new = {p: _git(repo, "show", f"{sha}:{p}") for p in paths}
+        if any(len(t) > max_bytes for t in (*old.values(), *new.values())):
+            continue
+        try:
+            answers = answers_for(Commit(sha, "", old, new), rng)
+        except ValueError:
+            continue
+        cases += [(answer, old, new) for answer in answers]
+        found += 1
+    return cases
+
+
+def time_command(cases: list[Case], repeats: int) -> tuple[float, float, list[float | None]]:
+    """Median wall time of `swerl reward score --workers 1` over the cases written as JSONL, the median
+    time of the JSON reading and writing alone, and the command's rewards."""
+    rows = [{"output": a, "code_context": c, "oracle_new_content": o} for a, c, o in cases]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        command = [sys.executable, "-m", "swerl", "reward", "score", "--quiet", "--workers", "1"]
+        walls, io = [], []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            subprocess.run(
+                [*command, "--input", str(src), "--output", str(dst)], check=True, capture_output=True
+            )
+            walls.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            with src.open(encoding="utf-8") as f, (Path(tmp) / "io.jsonl").open("w", encoding="utf-8") as out:
+                for line in f:
+                    row = json.loads(line)
+                    row["reward"], row["reward_info"] = 0.5, {"similarities": {}}
+                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            io.append(time.perf_counter() - start)
+        with dst.open(encoding="utf-8") as f:
+            rewards = [json.loads(line)["reward"] for line in f]
+    return statistics.median(walls), statistics.median(io), rewards
 
 
 def time_engine(cases: list[Case], engine: DiffEngine, repeats: int) -> tuple[float, list[RewardResult]]:
@@ -124,14 +193,25 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (the median is reported)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-worst-case", action="store_true", help="skip part 2 (bench/matcher.py)")
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        default=None,
+        help="a real git clone: its commits are the instances (and part 1b)",
+    )
     args = parser.parse_args()
     if not fastdiff.HAVE_EXTENSION:
         print("warning: the compiled matcher is not built; timings are of the difflib fallback")
 
-    cases = build_cases(args.instances, args.seed)
+    if args.repo:
+        cases = real_cases(args.repo, args.instances, args.seed)
+        source = f"real commits of {args.repo.resolve().name}"
+    else:
+        cases = build_cases(args.instances, args.seed)
+        source = "a generated git history"
     diff_chars = [len(d) for _, c, o in cases[::8] for d in normalized_diffs(c, o).values()]
     print(
-        f"part 1: {len(cases)} answers to {len(cases) // 8} instances from a generated git history; "
+        f"part 1: {len(cases)} answers to {len(cases) // 8} instances from {source}; "
         f"oracle diff median {statistics.median(diff_chars):.0f} chars, max {max(diff_chars)}"
     )
 
@@ -155,6 +235,14 @@ def main() -> int:
     one, many = time_batch(cases, 1), time_batch(cases, workers)
     print(f"  batch: {one:.0f} answers/s on 1 core, {many:.0f} on {workers} (x{many / one:.2f})")
     print(f"  malformed answers: {errors}; mismatches vs difflib: {mismatches}")
+    if args.repo:
+        wall, io, rewards = time_command(cases, args.repeats)
+        mismatches += sum(r != ref_r.reward for r, ref_r in zip(rewards, ref, strict=True))
+        print(
+            f"part 1b: `swerl reward score --workers 1` on the {len(cases)} answers: {wall:.2f} s "
+            f"(pure difflib {ref_s:.2f} s: x{ref_s / wall:.1f}); JSON I/O alone {io:.2f} s, so beyond it "
+            f"x{ref_s / max(wall - io, 1e-9):.1f}; rewards equal to difflib's: {mismatches == 0}"
+        )
     status = 0 if mismatches == 0 else 1
     if not args.no_worst_case:
         print("part 2: worst case (bench/matcher.py)", flush=True)

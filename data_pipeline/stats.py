@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from data_pipeline.shards import MANIFEST, read_drops, read_table
+from swerl.errors import UserError
 
 _STAGE_ORDER = ("collect", "filter", "decontaminate", "extract", "dedup", "context", "render")
 
@@ -60,7 +61,7 @@ def funnel(out: Path) -> Funnel:
     """Counts per stage and drop reason, from the manifest and the drop shards."""
     path = out / MANIFEST
     if not path.exists():
-        raise FileNotFoundError(f"{out} is not a mining output directory (no {MANIFEST})")
+        raise UserError(f"{out} is not a mining output directory (no {MANIFEST})")
     manifest = json.loads(path.read_text(encoding="utf-8"))
     stages = manifest["stages"]
     result = Funnel()

@@ -10,5 +10,7 @@ key or option and what was expected, so the line alone tells the user what to ch
 from __future__ import annotations
 
 
-class UserError(Exception):
-    """A problem with the user's input or options, reported as one line with exit status 1."""
+class UserError(ValueError):
+    """A problem with the user's input or options, reported as one line with exit status 1.
+
+    A ValueError, so library callers that already catch ValueError for bad input keep working."""

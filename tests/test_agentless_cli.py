@@ -57,7 +57,9 @@ def test_evaluate_says_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFix
         has_swebench = False
     if has_swebench and docker_problem() is None:
         pytest.skip("a Docker engine and swebench are available here")
-    assert _main(["agentless", "evaluate", "--predictions", str(tmp_path / "p.jsonl")]) == 1
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text("")
+    assert _main(["agentless", "evaluate", "--predictions", str(predictions)]) == 1
     assert "cannot run the SWE-bench harness" in capsys.readouterr().err
 
 

@@ -56,8 +56,8 @@ def test_the_installed_command_returns_mains_status_and_freezes_for_the_exit(mon
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
-    missing = tmp_path / "no-such-run"
+    not_mined = tmp_path  # a directory, but not a mining output
     done = subprocess.run(
-        [sys.executable, "-m", "swerl.cli.data", "stats", str(missing)], capture_output=True, text=True
+        [sys.executable, "-m", "swerl.cli.data", "stats", str(not_mined)], capture_output=True, text=True
     )
     assert done.returncode == 1 and "swerl: error:" in done.stderr

@@ -71,6 +71,8 @@ def test_histogram_png(tmp_path):
 
 def test_missing_dir_is_a_clean_error(tmp_path):
     proc = run("stats", str(tmp_path / "nope"))
+    assert proc.returncode == 2 and "no such directory" in proc.stderr
+    proc = run("stats", str(tmp_path))
     assert proc.returncode == 1 and "not a mining output" in proc.stderr
 
 

@@ -12,7 +12,8 @@ from tiny import tiny_llama_config
 from transformers import LlamaForCausalLM
 
 from swerl.learner import DistInfo, Learner, LearnerConfig, MetricsLogger, read_metrics
-from swerl.learner.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, seed_everything
+from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
+from swerl.learner.layout import latest_checkpoint
 from swerl.learner.learner import _lr_lambda, load_deepspeed_config
 from swerl.trainers.data import EpochSampler, rank_slice
 
@@ -87,7 +88,7 @@ def test_resume_reproduces_the_next_steps_exactly(tmp_path: Path) -> None:
 
     random.seed(123)
     torch.manual_seed(123)  # resumed process starts from different RNG state; the checkpoint restores it
-    model = LlamaForCausalLM.from_pretrained(ckpt / "model")
+    model = LlamaForCausalLM.from_pretrained(ckpt)
     resumed_learner = Learner(model, cfg, total_steps=6, dist=DIST)
     state = load_checkpoint(ckpt, resumed_learner, DIST)
     assert state == {"step": 3}
@@ -102,7 +103,7 @@ def test_checkpoint_rotation_and_latest(tmp_path: Path) -> None:
         save_checkpoint(tmp_path, step, learner, None, {"step": step}, DIST, keep=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-2", "checkpoint-3"]
     assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-3"
-    assert (tmp_path / "checkpoint-3" / "model" / "config.json").exists()
+    assert (tmp_path / "checkpoint-3" / "config.json").exists()
     assert latest_checkpoint(tmp_path / "missing") is None
 
 
@@ -149,3 +150,17 @@ def test_epoch_sampler_is_seeded_resumable_and_splits_over_ranks() -> None:
     assert rank_slice([7, 8, 9, 10], rank=1, world_size=2) == [9, 10]
     with pytest.raises(ValueError):
         rank_slice([1, 2, 3], 0, 2)
+
+
+def test_a_checkpoints_model_is_found_in_either_layout(tmp_path: Path) -> None:
+    """Checkpoints hold the model at their top, as HF Trainer's do; those written before keep it in
+    model/, and resuming from one still finds it."""
+    from swerl.learner.layout import checkpoint_model_dir
+
+    new, old = tmp_path / "checkpoint-2", tmp_path / "checkpoint-1"
+    (new).mkdir()
+    (new / "config.json").write_text("{}")
+    (old / "model").mkdir(parents=True)
+    (old / "model" / "config.json").write_text("{}")
+    assert checkpoint_model_dir(new) == new
+    assert checkpoint_model_dir(old) == old / "model"

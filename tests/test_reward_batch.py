@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from swerl.errors import UserError
 from swerl.reward import similarity_reward
 from swerl.reward.batch import score_rows
 from swerl.reward.files import score_file
@@ -119,11 +120,14 @@ def test_parquet_with_map_and_record_columns(tmp_path):
     assert got == [expected(r) for r in ROWS]
 
 
-def test_empty_parquet_gets_valid_output(tmp_path):
+def test_an_input_without_rows_is_an_error_and_writes_nothing(tmp_path):
+    """An empty result with exit status 0 would pass for a scored file."""
     src, dst = tmp_path / "in.parquet", tmp_path / "out.parquet"
-    pq.write_table(pa.table({"output": pa.array([], pa.string())}), src)
-    score_file(src, dst, progress=False)
-    assert pq.read_table(dst).column_names == ["output", "reward", "reward_info"]
+    columns = ("output", "code_context", "oracle_new_content")
+    pq.write_table(pa.table({name: pa.array([], pa.string()) for name in columns}), src)
+    with pytest.raises(UserError, match="no rows"):
+        score_file(src, dst, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
 
 def test_cli_scores_a_file(tmp_path):

@@ -139,7 +139,7 @@ def test_wrong_answers_and_no_code(tiny: tuple[object, object]) -> None:
         EpisodeConfig(feedback="none"),
         sandbox_judge(),
     )
-    assert len(single.turns) == 1 and single.rewards == [-0.2]
+    assert len(single.turns) == 1 and single.rewards == [-1.0]  # a final answer without code fails
 
 
 def test_packed_batch_lines_up_with_the_episode(tiny: tuple[object, object], tmp_path: Path) -> None:

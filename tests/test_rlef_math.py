@@ -53,7 +53,8 @@ def test_task_rewards() -> None:
 
     assert task_reward(turn("print(1)"), final=False, config=cfg) == 0.0
     assert task_reward(turn(None), final=False, config=cfg) == -0.2
-    assert task_reward(turn(None, False), final=True, config=cfg) == -0.2
+    # A final answer without valid code fails like a wrong program: -1, never the -0.2 of earlier turns.
+    assert task_reward(turn(None, False), final=True, config=cfg) == -1.0
     assert task_reward(turn("print(1)", True), final=True, config=cfg) == 1.0
     assert task_reward(turn("print(1)", False), final=True, config=cfg) == -1.0
 

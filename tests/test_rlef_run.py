@@ -79,8 +79,9 @@ def test_eval_cli_with_and_without_feedback(tiny_dir: Path, tmp_path: Path) -> N
     from swerl.cli.eval import parse_nk
 
     assert parse_nk("1@3, 10@100") == [(1, 3), (10, 100)]
-    with pytest.raises(ValueError):
-        parse_nk("3")
+    for bad in ("3", "3@1", "0@2", "a@b"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_nk(bad)
 
 
 def test_wrong_constant_variant_changes_only_the_last_literal() -> None:
@@ -89,6 +90,7 @@ def test_wrong_constant_variant_changes_only_the_last_literal() -> None:
 
     code = "a = list(map(int, input().split()))\nprint(sum(1 for x in a if x > 9))\n"
     assert corrupted_solutions(code)[-1] == code.replace("> 9", "> 10")
+    assert all("> 9" in variant for variant in corrupted_solutions(code, constant=False))
     assert len(corrupted_solutions("print(len(input().split()))")) == 2  # no literal, no third variant
 
 
@@ -151,3 +153,90 @@ def test_short_learning_run(tiny_dir: Path, tmp_path: Path) -> None:
 
     resumed = run(dataclasses.replace(config, resume_from_checkpoint="latest"), progress=False)
     assert len(resumed["history"]) == 1 and "eval_before" not in resumed
+
+
+def test_a_resumed_run_logs_what_the_uninterrupted_run_logs(tiny_dir: Path, tmp_path: Path) -> None:
+    """Stop after step 2 and resume: steps 3 and 4 log exactly the uninterrupted run's metrics.
+
+    That needs rho to be the start model (the SFT warm-up's output) on resume, not the checkpoint's policy
+    (the KL term would then start again from 0), the critic and both optimizers from the checkpoint, and
+    the sampling RNG where the run left it.
+    """
+    import dataclasses
+
+    from swerl.trainers.rlef import RLEFConfig, run
+
+    root = Path(__file__).resolve().parents[1]
+    overrides = [
+        f"model_name_or_path={tiny_dir}",
+        "eval_file=null",
+        "max_train_samples=8",
+        "sft_warmup_steps=3",
+        "max_steps=4",
+        "save_steps=2",
+        "prompts_per_step=2",
+        "episodes_per_problem=2",
+        "max_completion_length=12",
+        "learning_rate=1.0e-3",
+    ]
+    config = RLEFConfig.from_yaml(root / "configs/rlef_tiny_cpu.yaml", overrides)
+
+    def timeless(rows: list[dict[str, float]]) -> list[dict[str, float]]:
+        return [{k: v for k, v in row.items() if "time" not in k} for row in rows]
+
+    whole = run(dataclasses.replace(config, output_dir=str(tmp_path / "whole")), progress=False)
+    parts = dataclasses.replace(config, output_dir=str(tmp_path / "parts"))
+    first = run(parts, progress=False, stop=lambda trainer: trainer.step >= 2)
+    second = run(dataclasses.replace(parts, resume_from_checkpoint="latest"), progress=False)
+    assert len(first["history"]) == 2 and len(second["history"]) == 2 and "sft" not in second
+    assert timeless(first["history"]) == timeless(whole["history"][:2])
+    assert timeless(second["history"]) == timeless(whole["history"][2:])
+    assert whole["history"][2]["kl"] != 0.0  # the policy has moved from rho: the check has teeth
+
+
+def test_hidden_constant_problems_need_the_feedback() -> None:
+    """The statement never holds k; the first public test's expected output is k itself (n = 0, n = 1 or
+    the word "a" repeated k times), so only the feedback on a failed answer tells problems apart."""
+    from swerl.data.rlef_problems.generate import HIDDEN_KS
+
+    for split in ("hidden_train", "hidden_test"):
+        problems = load_problems(bundled_path(split)).problems
+        by_family: dict[str, set[str]] = {}
+        for problem in problems:
+            k = int(problem.name.split("_")[-2])
+            assert k in HIDDEN_KS and str(k) not in problem.description
+            revealed = problem.public_tests[0].output.split()
+            assert revealed == [str(k)] or revealed == ["a"] * k
+            by_family.setdefault(problem.name.split("_")[3], set()).add(problem.description)
+        assert len(by_family) == 3 and all(len(statements) == 1 for statements in by_family.values())
+    train = {p.name for p in load_problems(bundled_path("hidden_train")).problems}
+    assert len(train) == 96 and not train & {
+        p.name for p in load_problems(bundled_path("hidden_test")).problems
+    }
+
+
+def test_hidden_constant_run_reports_real_and_random_feedback(tiny_dir: Path, tmp_path: Path) -> None:
+    """The CI version of the demonstration: warm-up, 1@3 with real and random feedback before and after a
+    few RLEF steps; the warm-up's fixes never show an off-by-one constant (sft_fix_constant: false)."""
+    from swerl.trainers.rlef import RLEFConfig, run
+
+    root = Path(__file__).resolve().parents[1]
+    overrides = [
+        f"model_name_or_path={tiny_dir}",
+        f"output_dir={tmp_path / 'run'}",
+        "max_train_samples=8",
+        "max_eval_samples=2",
+        "eval_samples=1",
+        "sft_warmup_steps=2",
+        "max_steps=1",
+        "prompts_per_step=2",
+        "episodes_per_problem=2",
+        "max_completion_length=12",
+    ]
+    config = RLEFConfig.from_yaml(root / "configs/rlef_hidden_cpu.yaml", overrides)
+    assert config.sft_fix_constant is False and config.eval_random_feedback is True
+    run(config, progress=False)
+    report = json.loads((tmp_path / "run/eval.json").read_text())
+    expected = {"eval_before", "eval_after", "eval_before_random_feedback", "eval_after_random_feedback"}
+    assert set(report) == expected
+    assert all(entry["rates"][0]["k"] == 3 and entry["episodes"] == 2 for entry in report.values())

@@ -28,7 +28,9 @@ def prompts(tokenizer: Any, count: int) -> list[Example]:
     return [Example(prompt_ids=ids[: 6 + i]) for i in range(count)]
 
 
-def make_trainer(tiny_dir: Path, out: Path, reward: Any = None, **overrides: Any) -> GRPOTrainer:
+def make_trainer(
+    tiny_dir: Path, out: Path, reward: Any = None, reference: Any = None, **overrides: Any
+) -> GRPOTrainer:
     model, tokenizer = load_model_and_tokenizer(tiny_dir)
     values = {
         "output_dir": str(out),
@@ -44,7 +46,9 @@ def make_trainer(tiny_dir: Path, out: Path, reward: Any = None, **overrides: Any
     values.update(overrides)
     config = GRPOConfig(**values)
     reward = reward or token_reward(range(len(tokenizer) // 8))
-    return GRPOTrainer(config, model, tokenizer, prompts(tokenizer, 4), reward, progress=False)
+    return GRPOTrainer(
+        config, model, tokenizer, prompts(tokenizer, 4), reward, reference=reference, progress=False
+    )
 
 
 def test_grpo_raises_a_simple_reward(tiny_dir: Path, tmp_path: Path) -> None:
@@ -95,12 +99,33 @@ def test_resume_gives_the_same_next_steps(tiny_dir: Path, tmp_path: Path) -> Non
     assert (ckpt / "trainer_state.json").exists()
     # A new process would load the model from the checkpoint; so do we, after disturbing every RNG.
     torch.manual_seed(12345)
-    resumed = make_trainer(ckpt / "model", tmp_path / "b", max_steps=4, resume_from_checkpoint=str(ckpt))
+    resumed = make_trainer(ckpt, tmp_path / "b", max_steps=4, resume_from_checkpoint=str(ckpt))
     tail = resumed.train()
     assert len(tail) == 2
     for want, got in zip(straight[2:], tail, strict=True):
         for name in ("reward", "loss", "entropy", "grad_norm", "completions/mean_length"):
             assert got[name] == pytest.approx(want[name], rel=1e-6, abs=1e-9), name
+
+
+def test_resume_keeps_the_start_model_as_the_kl_anchor(tiny_dir: Path, tmp_path: Path) -> None:
+    """With beta > 0 the resumed steps log the uninterrupted KL: rho is the start model, loaded afresh
+    (`load_reference`), not a copy of the checkpoint's policy (which logged kl 0 at the first resumed
+    step)."""
+    from swerl.trainers.common import load_reference
+
+    straight = make_trainer(tiny_dir, tmp_path / "a", save_steps=2, max_steps=3, beta=0.05).train()
+    ckpt = tmp_path / "a" / "checkpoint-2"
+    resumed = make_trainer(
+        ckpt / "model",
+        tmp_path / "b",
+        reference=load_reference(str(tiny_dir)),
+        max_steps=3,
+        beta=0.05,
+        resume_from_checkpoint=str(ckpt),
+    ).train()
+    assert straight[2]["kl"] > 1e-4
+    assert resumed[0]["kl"] == pytest.approx(straight[2]["kl"], rel=1e-6)
+    assert resumed[0]["loss"] == pytest.approx(straight[2]["loss"], rel=1e-6, abs=1e-9)
 
 
 def test_stop_ends_the_run_early_like_max_steps(tiny_dir: Path, tmp_path: Path) -> None:
@@ -169,7 +194,9 @@ def test_packed_log_probs_ignore_padding(tiny_dir: Path) -> None:
 
 def test_config_yaml_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("num_generations: 4\nlearning_rate: 1.0e-5\nbeta: 0.04\n")
+    path.write_text(
+        "model_name_or_path: m\ntrain_file: t.jsonl\nnum_generations: 4\nlearning_rate: 1.0e-5\nbeta: 0.04\n"
+    )
     config = GRPOConfig.from_yaml(path, ["max_steps=7", "deepspeed=null"])
     assert (config.num_generations, config.learning_rate, config.beta, config.max_steps) == (4, 1e-5, 0.04, 7)
     assert dataclasses.asdict(config)["deepspeed"] is None

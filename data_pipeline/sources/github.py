@@ -32,13 +32,15 @@ from github import Auth, GithubException, RateLimitExceededException
 from data_pipeline.gitstore import ensure_bare_clone
 from data_pipeline.refs import closing_issues
 from data_pipeline.schema import Candidate, instance_id
+from swerl.errors import UserError
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 8
 
 
-class GitHubError(ValueError):
-    """A GitHub request that failed for good (message scrubbed of the token)."""
+class GitHubError(UserError):
+    """A GitHub request that failed for good (message scrubbed of the token): shown as one line, since
+    what is wrong (the network, the token, a limit) is the user's to fix, not a bug."""
 
 
 class Retrier:

@@ -8,6 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from swerl.cli.args import (
+    existing_dir,
+    existing_file,
+    nonnegative_float,
+    nonnegative_int,
+    output_dir,
+    positive_int,
+)
 from swerl.edit_format.prompts import PROMPT_STYLES
 
 DEFAULT_CACHE = Path("runs/agentless-cache")
@@ -24,13 +32,13 @@ def _add_data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these instances")
     parser.add_argument(
         "--cache-dir",
-        type=Path,
+        type=output_dir,
         default=DEFAULT_CACHE,
         help=f"bare repository mirrors and search indexes (default: {DEFAULT_CACHE})",
     )
     parser.add_argument(
         "--clones",
-        type=Path,
+        type=existing_dir,
         default=None,
         metavar="DIR",
         help="directory of existing clones (owner__name or name) to mirror from instead of GitHub",
@@ -52,20 +60,26 @@ def _add_model_options(parser: argparse.ArgumentParser, required: bool) -> None:
     group.add_argument("--tokenizer", help="tokenizer to render prompts with (default: --model)")
     group.add_argument("--dtype", default=None, help="model dtype for transformers (e.g. bfloat16)")
     group.add_argument("--device", default="cpu", help="device for transformers (default: cpu)")
-    group.add_argument("--max-prompt-tokens", type=int, default=None, help="skip prompts longer than this")
+    group.add_argument(
+        "--max-prompt-tokens", type=positive_int, default=None, help="skip prompts longer than this"
+    )
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, type=Path, help="run directory (stage files, predictions)")
-    parser.add_argument("--top-files", type=int, default=5, help="files kept by file localization")
-    parser.add_argument("--context-files", type=int, default=3, help="files shown to the repair prompt")
-    parser.add_argument("--num-elements", type=int, default=8, help="functions/classes kept")
+    parser.add_argument(
+        "--out", required=True, type=output_dir, help="run directory (stage files, predictions)"
+    )
+    parser.add_argument("--top-files", type=positive_int, default=5, help="files kept by file localization")
+    parser.add_argument(
+        "--context-files", type=positive_int, default=3, help="files shown to the repair prompt"
+    )
+    parser.add_argument("--num-elements", type=positive_int, default=8, help="functions/classes kept")
     parser.add_argument(
         "--no-model-localization",
         action="store_true",
         help="localize without the model (BM25 and boosts only)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="sampling seed")
 
 
 def register(groups: argparse._SubParsersAction) -> None:
@@ -89,10 +103,14 @@ def register(groups: argparse._SubParsersAction) -> None:
     _add_data_options(run)
     _add_model_options(run, required=True)
     _add_run_options(run)
-    run.add_argument("--num-samples", type=int, default=4, help="repair samples per instance")
-    run.add_argument("--temperature", type=float, default=0.8, help="temperature of all but the first sample")
-    run.add_argument("--max-new-tokens", type=int, default=4096, help="tokens per repair answer")
-    run.add_argument("--localize-max-new-tokens", type=int, default=512)
+    run.add_argument("--num-samples", type=positive_int, default=4, help="repair samples per instance")
+    run.add_argument(
+        "--temperature", type=nonnegative_float, default=0.8, help="temperature of all but the first sample"
+    )
+    run.add_argument("--max-new-tokens", type=positive_int, default=4096, help="tokens per repair answer")
+    run.add_argument(
+        "--localize-max-new-tokens", type=positive_int, default=512, help="tokens per localization answer"
+    )
     run.add_argument("--model-name", help="model_name_or_path written in predictions (default: --model)")
     run.add_argument(
         "--prompt-style",
@@ -116,7 +134,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     run.add_argument(
         "--wheelhouse",
-        type=_directory,
+        type=existing_dir,
         metavar="DIR",
         help="local backend, no network: create test environments from the wheels in DIR, never from an "
         "index (pip --no-index --find-links DIR); DIR needs pytest, build backends (setuptools, wheel) and "
@@ -124,13 +142,13 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     run.add_argument(
         "--test-memory-mb",
-        type=_positive_int,
+        type=positive_int,
         metavar="MB",
         help="local backend: memory per test process (RLIMIT_DATA; default: unlimited)",
     )
     run.add_argument(
         "--test-cpu-s",
-        type=_positive_int,
+        type=positive_int,
         metavar="SECONDS",
         help="local backend: CPU seconds per test process (RLIMIT_CPU; default: unlimited)",
     )
@@ -153,7 +171,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         description="file hit@1/@3/@5, element coverage and line coverage (see docs/agentless.md).",
     )
     _add_data_options(report)
-    report.add_argument("--out", required=True, type=Path, help="the run directory")
+    report.add_argument("--out", required=True, type=existing_dir, help="the run directory")
     report.add_argument("--json", action="store_true", help="print per-instance rows as JSON lines too")
     report.set_defaults(run=_run_report)
 
@@ -163,10 +181,15 @@ def register(groups: argparse._SubParsersAction) -> None:
         description="Calls `python -m swebench.harness.run_evaluation` with a fresh run id. Needs a Docker "
         "engine and the swebench package; says which is missing otherwise.",
     )
-    evaluate.add_argument("--predictions", required=True, type=Path)
+    evaluate.add_argument(
+        "--predictions",
+        required=True,
+        type=existing_file,
+        help="predictions JSONL (instance_id, model_patch)",
+    )
     evaluate.add_argument("--dataset", default="princeton-nlp/SWE-bench_Lite", help="hub id or alias")
     evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--max-workers", type=int, default=4)
+    evaluate.add_argument("--max-workers", type=positive_int, default=4, help="parallel instances")
     evaluate.add_argument("--instance-ids", nargs="+", metavar="ID", default=[])
     evaluate.add_argument("--namespace", default=None, help="image namespace ('' builds images locally)")
     evaluate.set_defaults(run=_run_evaluate)
@@ -176,27 +199,13 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="build a tiny offline SWE-bench-style instance (git repo, issue, tests, gold patch)",
         description="Writes DIR/instances.jsonl and DIR/clones/ and prints a command that runs on them.",
     )
-    demo.add_argument("--dir", type=Path, default=Path("runs/agentless-demo"))
+    demo.add_argument(
+        "--dir", type=output_dir, default=Path("runs/agentless-demo"), help="where to write the instance"
+    )
     demo.set_defaults(run=_run_demo)
 
 
 # -- helpers --------------------------------------------------------------------------------------------
-
-
-def _directory(text: str) -> Path:
-    """An argparse type: a mistyped directory is reported at once, not after the model has loaded."""
-    path = Path(text)
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is not a directory")
-    return path
-
-
-def _positive_int(text: str) -> int:
-    """An argparse type: a limit of 0 or less would make every test run fail, so it is a usage error."""
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
 
 
 def _instances(args: argparse.Namespace) -> list[Any]:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from data_pipeline.config import MineConfig
 from swerl.cli import exiting
+from swerl.cli.args import existing_dir, nonnegative_int, output_dir, positive_int, unit_interval
 from swerl.edit_format.prompts import PROMPT_STYLES
+from swerl.errors import UserError
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "swerl" / "clones"
 
@@ -40,7 +42,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     source = mine.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--local", type=Path, metavar="PATH", help="a git clone: mine its merge/squash commits"
+        "--local", type=existing_dir, metavar="PATH", help="a git clone: mine its merge/squash commits"
     )
     source.add_argument(
         "--github",
@@ -51,14 +53,16 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     source.add_argument(
         "--gharchive",
-        type=Path,
+        type=existing_dir,
         metavar="DIR",
         help="a directory of GH Archive hourly dumps (YYYY-MM-DD-H.json.gz)",
     )
-    mine.add_argument("--out", type=Path, required=True, help="output directory (manifest, shards, data/)")
+    mine.add_argument(
+        "--out", type=output_dir, required=True, help="output directory (manifest, shards, data/)"
+    )
     mine.add_argument(
         "--clones",
-        type=Path,
+        type=output_dir,
         default=DEFAULT_CACHE,
         help=f"bare clone cache, one per repo (default {DEFAULT_CACHE})",
     )
@@ -83,15 +87,17 @@ def register(groups: argparse._SubParsersAction) -> None:
         default="https://github.com/{repo}.git",
         help="URL template for cloning ({repo} = owner/name)",
     )
-    mine.add_argument("--max-prs", type=int, default=None, help="--github: stop after N merged PRs per repo")
+    mine.add_argument(
+        "--max-prs", type=positive_int, default=None, help="--github: stop after N merged PRs per repo"
+    )
     mine.add_argument("--repos", nargs="*", default=None, help="--gharchive: only these OWNER/REPO")
     mine.add_argument(
         "--shard-size",
-        type=int,
+        type=positive_int,
         default=MineConfig.shard_size,
         help="candidates per shard: the unit of work and of resumption (default %(default)s)",
     )
-    mine.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    mine.add_argument("--workers", type=positive_int, default=None, help="processes (default: all cores)")
     mine.add_argument(
         "--engine",
         choices=("local", "ray"),
@@ -99,8 +105,10 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="where shards are built: local processes, or Ray (pip install 'swerl[ray]'; joins "
         "$RAY_ADDRESS or starts a local instance; clones and OUT must be on shared storage)",
     )
-    mine.add_argument("--max-files", type=int, default=10, help="max modified source files (default 10)")
-    mine.add_argument("--max-lines", type=int, default=600, help="max changed lines (default 600)")
+    mine.add_argument(
+        "--max-files", type=positive_int, default=10, help="max modified source files (default 10)"
+    )
+    mine.add_argument("--max-lines", type=positive_int, default=600, help="max changed lines (default 600)")
     mine.add_argument(
         "--languages",
         default="py",
@@ -109,11 +117,13 @@ def register(groups: argparse._SubParsersAction) -> None:
         "(default py; 'any' keeps every language)",
     )
     mine.add_argument(
-        "--max-file-bytes", type=int, default=256_000, help="max size of a file (default 256000)"
+        "--max-file-bytes", type=positive_int, default=256_000, help="max size of a file (default 256000)"
     )
-    mine.add_argument("--max-prompt-tokens", type=int, default=16_384, help="prompt budget (default 16384)")
     mine.add_argument(
-        "--max-extra-files", type=int, default=8, help="max unmodified context files (default 8)"
+        "--max-prompt-tokens", type=positive_int, default=16_384, help="prompt budget (default 16384)"
+    )
+    mine.add_argument(
+        "--max-extra-files", type=nonnegative_int, default=8, help="max unmodified context files (default 8)"
     )
     mine.add_argument(
         "--tokenizer", default=None, help="local HF tokenizer dir for exact counts (default: estimate)"
@@ -147,13 +157,13 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     mine.add_argument(
         "--rank-top-k",
-        type=int,
+        type=positive_int,
         metavar="N",
         default=5,
         help="files the model may pick per PR, at most (default 5; --max-extra-files still caps the extras)",
     )
     mine.add_argument(
-        "--dedup-threshold", type=float, default=0.9, help="near-duplicate Jaccard (default 0.9)"
+        "--dedup-threshold", type=unit_interval, default=0.9, help="near-duplicate Jaccard (default 0.9)"
     )
     mine.add_argument(
         "--decontaminate-with",
@@ -184,8 +194,10 @@ def register(groups: argparse._SubParsersAction) -> None:
         description="Count candidates, rows and drops per stage and reason from OUT/manifest.json, and "
         "write histograms of prompt tokens and files per instance (PNG) next to it.",
     )
-    stats.add_argument("dir", type=Path, help="a `swerl data mine` output directory")
-    stats.add_argument("--plots", type=Path, default=None, help="where to write PNGs (default DIR/stats)")
+    stats.add_argument("dir", type=existing_dir, help="a `swerl data mine` output directory")
+    stats.add_argument(
+        "--plots", type=output_dir, default=None, help="where to write PNGs (default DIR/stats)"
+    )
     stats.set_defaults(run=_run_stats)
 
 
@@ -236,8 +248,7 @@ def _source(args: argparse.Namespace):
     if args.local is not None:
         from data_pipeline.sources.local import LocalSource
 
-        if not args.local.exists():
-            raise FileNotFoundError(f"no such clone: {args.local}")
+        _require_git_repository(args.local)
         return LocalSource(args.local, args.clones, repo=args.repo_name, ref=args.ref)
     if args.github:
         from data_pipeline.sources.github import GitHubSource
@@ -259,6 +270,17 @@ def _source(args: argparse.Namespace):
 
         api = PullLookup(token, args.api_url)
     return GHArchiveSource(args.gharchive, args.clones, clone_url=args.clone_url, repos=args.repos, api=api)
+
+
+def _require_git_repository(path: Path) -> None:
+    """--local must be a git repository (a work tree or a bare one): say so before anything is written."""
+    import subprocess
+
+    found = subprocess.run(
+        ["git", "-C", str(path), "rev-parse", "--git-dir"], capture_output=True, text=True, check=False
+    )
+    if found.returncode != 0:
+        raise UserError(f"--local {path}: not a git repository (give a clone's directory)")
 
 
 def _run_mine(args: argparse.Namespace) -> int:
@@ -297,15 +319,10 @@ def _run_stats(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry (`python -m swerl.cli.data mine ...`), same behaviour as `swerl data ...`."""
-    parser = argparse.ArgumentParser(prog="swerl")
-    register(parser.add_subparsers(dest="group", required=True))
-    args = parser.parse_args(["data", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.run(args) or 0)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"swerl: error: {err}", file=sys.stderr)
-        return 1
+    """Standalone entry (`python -m swerl.cli.data mine ...`), the same as `swerl data ...`."""
+    from swerl.cli.main import main as swerl_main
+
+    return swerl_main(["data", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

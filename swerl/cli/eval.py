@@ -12,8 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
+
+from swerl.cli.args import (
+    model_name,
+    nonnegative_float,
+    nonnegative_int,
+    output_file,
+    positive_int,
+    unit_interval,
+)
+from swerl.errors import UserError
 
 
 def register(groups: argparse._SubParsersAction) -> None:
@@ -58,13 +67,18 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 
 def _common(parser: argparse.ArgumentParser, default_nk: str) -> None:
-    parser.add_argument("--model", required=True, help="HF model id or save_pretrained directory")
     parser.add_argument(
-        "--nk", default=default_nk, help=f"comma-separated n@k to report (default {default_nk})"
+        "--model", required=True, type=model_name, help="HF model id or save_pretrained directory"
+    )
+    parser.add_argument(
+        "--nk",
+        type=parse_nk,
+        default=parse_nk(default_nk),
+        help=f"comma-separated n@k to report, n <= k (default {default_nk})",
     )
     parser.add_argument(
         "--samples",
-        type=int,
+        type=positive_int,
         default=None,
         help="dialogs per problem (default: the largest k, so even 1-turn dialogs fill every budget)",
     )
@@ -73,26 +87,40 @@ def _common(parser: argparse.ArgumentParser, default_nk: str) -> None:
     feedback.add_argument(
         "--random-feedback", action="store_true", help="feedback from an unrelated problem (ablation)"
     )
-    parser.add_argument("--max-turns", type=int, default=3, help="answers per dialog (default 3)")
-    parser.add_argument("--max-new-tokens", type=int, default=1024)
-    parser.add_argument("--max-context", type=int, default=8192, help="longest dialog in tokens")
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
+    parser.add_argument("--max-turns", type=positive_int, default=3, help="answers per dialog (default 3)")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=1024, help="tokens per answer")
+    parser.add_argument("--max-context", type=positive_int, default=8192, help="longest dialog in tokens")
+    parser.add_argument(
+        "--temperature", type=nonnegative_float, default=1.0, help="sampling temperature (0: greedy)"
+    )
+    parser.add_argument("--top-p", type=unit_interval, default=1.0, help="nucleus sampling")
+    parser.add_argument("--limit", type=positive_int, default=None, help="only the first N problems")
     parser.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="rollout engine")
-    parser.add_argument("--batch-size", type=int, default=64, help="sequences decoded together (hf)")
-    parser.add_argument("--workers", type=int, default=None, help="parallel test runs (default: cores)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", type=Path, default=None, help="also write the report as JSON here")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="sequences decoded together (hf)")
+    parser.add_argument(
+        "--workers", type=positive_int, default=None, help="parallel test runs (default: cores)"
+    )
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="sampling and n@k seed")
+    parser.add_argument(
+        "--output",
+        type=output_file,
+        default=None,
+        help="also write the report as JSON here (its folder is created before the evaluation starts)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def parse_nk(text: str) -> list[tuple[int, int]]:
-    """'1@3,10@100' -> [(1, 3), (10, 100)]."""
+    """'1@3,10@100' -> [(1, 3), (10, 100)]; an argparse type, so a bad value is a usage error."""
     out = []
     for item in text.split(","):
         n, sep, k = item.strip().partition("@")
         if not sep or not n.isdigit() or not k.isdigit() or int(n) < 1 or int(k) < 1:
-            raise ValueError(f"--nk: {item!r} is not n@k")
+            raise argparse.ArgumentTypeError(f"{item.strip()!r} is not n@k (e.g. 1@3)")
+        if int(n) > int(k):
+            raise argparse.ArgumentTypeError(
+                f"{item.strip()!r}: n cannot exceed k (n answers are submitted out of k samples)"
+            )
         out.append((int(n), int(k)))
     return out
 
@@ -106,8 +134,10 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
     if args.limit:
         tasks = tasks[: args.limit]
     if not tasks:
-        raise ValueError("no problems to evaluate")
-    nk = parse_nk(args.nk)
+        raise UserError("no problems to evaluate")
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the evaluation
+    nk = args.nk
     samples = args.samples or max(k for _, k in nk)
     torch.manual_seed(args.seed)
     if args.engine == "vllm":
@@ -141,6 +171,7 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
         samples=samples,
         nk=nk,
         seed=args.seed,
+        progress=not args.quiet,
     )
     print(f"{len(tasks)} problems x {samples} dialogs, feedback: {feedback}", file=sys.stderr)
     for rate in report.rates:

@@ -8,6 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from swerl.cli.args import existing_path, output_dir, positive_int
+from swerl.errors import UserError
+
 # The curves worth a glance, in reading order; metrics a run did not log are skipped.
 DEFAULT_METRICS = (
     "reward",
@@ -33,14 +36,19 @@ def register(groups: argparse._SubParsersAction) -> None:
         "plot",
         help="write PNG learning curves of a training run",
         description="Read RUN/metrics.jsonl and write one PNG per metric plus an overview grid "
-        "(RUN/plots/overview.png).",
+        "(RUN/plots/overview.png). Works on a run that is still writing (its last, half-written line is "
+        "left out).",
     )
-    parser.add_argument("run_dir", metavar="RUN", type=Path, help="run directory (or its metrics.jsonl)")
-    parser.add_argument("--out", type=Path, default=None, help="where to write (default RUN/plots)")
+    parser.add_argument(
+        "run_dir", metavar="RUN", type=existing_path, help="run directory (or its metrics.jsonl)"
+    )
+    parser.add_argument("--out", type=output_dir, default=None, help="where to write (default RUN/plots)")
     parser.add_argument(
         "--metrics", default=None, help="comma-separated metric names (default: the usual GRPO/SFT curves)"
     )
-    parser.add_argument("--smooth", type=int, default=1, metavar="N", help="moving average over N steps")
+    parser.add_argument(
+        "--smooth", type=positive_int, default=1, metavar="N", help="moving average over N steps"
+    )
     parser.set_defaults(run=_run)
 
 
@@ -75,20 +83,24 @@ def plot_run(
     run: Path, out: Path | None = None, metrics: Sequence[str] | None = None, smooth: int = 1
 ) -> list[Path]:
     """Write the PNGs and return their paths; the overview comes first."""
+    from swerl.learner.metrics import read_metrics
+
+    rows = read_metrics(run)
+    run_dir = run if run.is_dir() else run.parent
+    names = [m for m in (metrics or DEFAULT_METRICS) if _series(rows, m, 1)[0]]
+    if not names:
+        logged = sorted({k for r in rows for k in r} - {"step"})
+        raise UserError(
+            f"{run}: none of the requested metrics were logged"
+            + (f" (it has: {', '.join(logged[:12])})" if logged else " (no rows yet)")
+        )
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from swerl.learner.metrics import read_metrics
-
-    rows = read_metrics(run)
-    run_dir = run if run.is_dir() else run.parent
     out = out or run_dir / "plots"
     out.mkdir(parents=True, exist_ok=True)
-    names = [m for m in (metrics or DEFAULT_METRICS) if _series(rows, m, 1)[0]]
-    if not names:
-        raise ValueError(f"{run}: none of the requested metrics were logged")
     cols = min(3, len(names))
     nrows = math.ceil(len(names) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows), squeeze=False)

@@ -31,7 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from swerl.cli import silence_library_progress
+from swerl.cli.args import nonnegative_int, output_dir, positive_float, positive_int
 from swerl.edit_format.prompts import PromptStyle
+from swerl.errors import UserError
 from swerl.synth_repo import git, stdlib_sources
 
 # The tiny model's prompts are a few hundred tokens, most of them fixed instructions: the compact style
@@ -102,12 +105,27 @@ def register(groups: argparse._SubParsersAction) -> None:
         "(`data mine --local`) -> a tiny model -> SFT warm-up -> GRPO with the SWE-RL reward -> held-out "
         "reward and malformed rate before and after, plus plots. About --minutes on a 2-core CPU.",
     )
-    parser.add_argument("--out", type=Path, default=Path("runs/quickstart"), help="where everything goes")
-    parser.add_argument("--minutes", type=float, default=9.0, help="budget of the whole run (default 9)")
+    parser.add_argument(
+        "--out", type=output_dir, default=Path("runs/quickstart"), help="where everything goes"
+    )
+    parser.add_argument(
+        "--minutes",
+        type=positive_float,
+        default=9.0,
+        help="budget of the whole run (default 9); a budget too short for one SFT stretch and one GRPO "
+        "step is overrun by what those take",
+    )
     parser.add_argument("--size", choices=sorted(SIZES), default="default", help="data and model size")
-    parser.add_argument("--eval-size", type=int, default=64, help="held-out rows")
-    parser.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps (default: fill the budget)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--eval-size",
+        type=positive_int,
+        default=64,
+        help="held-out rows, at most a quarter of the mined rows (default 64)",
+    )
+    parser.add_argument(
+        "--grpo-steps", type=positive_int, default=None, help="GRPO steps (default: fill the budget)"
+    )
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the repo, model and runs")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(run=_run)
 
@@ -278,6 +296,8 @@ def _run(args: argparse.Namespace) -> int:
     size = SIZES[args.size]
     out: Path = args.out
     progress = not args.quiet
+    if args.quiet:
+        silence_library_progress()
 
     def say(message: str) -> None:
         # Above GRPO's progress bar, which is open while its steps are reported, not through it.
@@ -296,7 +316,11 @@ def _run(args: argparse.Namespace) -> int:
     rows, report = mine_rows(repo, out, args.quiet)
     rows.sort(key=lambda r: r["instance_id"])
     random.Random(args.seed).shuffle(rows)
-    eval_rows, train_rows = rows[: args.eval_size], rows[args.eval_size :]
+    # The held-out share is capped so that the small size (tens of rows) still has most rows to train on.
+    eval_size = min(args.eval_size, len(rows) // 4)
+    if eval_size < 1:
+        raise UserError(f"the generated repository gave only {len(rows)} rows; try another --seed")
+    eval_rows, train_rows = rows[:eval_size], rows[eval_size:]
     _write_jsonl(out / "data" / "train.jsonl", train_rows)
     _write_jsonl(out / "data" / "eval.jsonl", eval_rows)
     say(f"data: {report.splitlines()[0]}; {len(train_rows)} training, {len(eval_rows)} held-out rows")
@@ -357,8 +381,10 @@ def _run(args: argparse.Namespace) -> int:
     # The current stretch of steps between two held-out evaluations: its first step, length, start time.
     first, length, began = sft.step, chunk, time.perf_counter()
 
-    def sft_stop(_: Any) -> bool:
-        return finished
+    def sft_stop(trainer: Any) -> bool:
+        # Also mid-stretch once the deadline has passed: on a heavily loaded machine one stretch of steps
+        # can take longer than the whole budget.
+        return finished or (trainer.step > 0 and time.perf_counter() >= sft_deadline)
 
     def sft_evaluate(trainer: Any, row: dict[str, float]) -> None:
         nonlocal best, stale, finished, first, length, began
@@ -415,13 +441,15 @@ def _run(args: argparse.Namespace) -> int:
     recent: list[float] = []  # the last steps' wall times: a step must fit before the deadline
     asked: float | None = None  # when `stop` was last asked: when the step just done began
 
-    def stop(_: Any) -> bool:
+    def stop(trainer: Any) -> bool:
         nonlocal recent, asked
         now = time.perf_counter()
         if asked is not None:
             recent = [*recent[-4:], now - asked]
         asked = now
-        return args.grpo_steps is None and now + max(recent, default=0.0) >= grpo_deadline
+        # At least one step, however short the budget: the report compares before and after GRPO.
+        late = now + max(recent, default=0.0) >= grpo_deadline
+        return args.grpo_steps is None and trainer.step > 0 and late
 
     def on_step(trainer: Any, row: dict[str, float]) -> None:
         if trainer.step == 1 or trainer.step % 10 == 0:

@@ -7,15 +7,27 @@ import json
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from swerl.reward.files import score_file
-from swerl.reward.similarity import DEFAULT_MAX_DIFF_CHARS, RewardConfig
+from swerl.cli.args import existing_file, output_file, positive_int
 
 SAMPLE = "reward_sample.jsonl"
+# Kept equal to swerl.reward.similarity.DEFAULT_MAX_DIFF_CHARS (a test checks): importing the reward here
+# would load it for every command's --help.
+DEFAULT_MAX_DIFF_CHARS = 200_000
 
 
 def _cap(value: str) -> int | None:
-    return None if value.lower() in {"none", "0", "off"} else int(value)
+    """--max-diff-chars: a positive size, or none/off/0 for no cap."""
+    if value.lower() in {"none", "0", "off"}:
+        return None
+    try:
+        cap = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size in characters or 'none', got {value!r}") from None
+    if cap < 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of characters or 'none', got {value}")
+    return cap
 
 
 def _add_reward_options(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +46,11 @@ def _add_reward_options(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_MAX_DIFF_CHARS:,}; 'none' disables the cap)",
     )
     parser.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="processes to use (default: all cores)"
+        "--workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="processes to use (default: all cores; one for inputs under 256 rows)",
     )
 
 
@@ -54,10 +70,15 @@ def register(groups: argparse._SubParsersAction) -> None:
         "(path -> file content, as an object, JSON string, Parquet map or list of {path, content}) and write "
         "each row back with `reward` and `reward_info` (the error kind, or per-file similarities; a JSON "
         "string in Parquet). A bad row gets reward null and an error; no row is ever dropped. The output "
-        "appears only when complete.",
+        "appears only when complete. An input with no rows, or in which no row could be scored (a file of "
+        "another kind, missing columns), is an error and writes nothing.",
     )
-    score.add_argument("--input", required=True, type=Path, help="rows to score (.jsonl or .parquet)")
-    score.add_argument("--output", required=True, type=Path, help="where to write (same format as input)")
+    score.add_argument(
+        "--input", required=True, type=existing_file, help="rows to score (.jsonl or .parquet)"
+    )
+    score.add_argument(
+        "--output", required=True, type=output_file, help="where to write (same format as input)"
+    )
     score.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_reward_options(score)
     score.set_defaults(run=_run_score)
@@ -69,17 +90,24 @@ def register(groups: argparse._SubParsersAction) -> None:
         "malformed) and print what the reward said about each.",
     )
     demo.add_argument(
-        "--output", type=Path, default=Path("runs/reward-demo/scored.jsonl"), help="where to write the rows"
+        "--output",
+        type=output_file,
+        default=Path("runs/reward-demo/scored.jsonl"),
+        help="where to write the rows",
     )
     _add_reward_options(demo)
     demo.set_defaults(run=_run_demo)
 
 
-def _config(args: argparse.Namespace) -> RewardConfig:
+def _config(args: argparse.Namespace) -> Any:
+    from swerl.reward.similarity import RewardConfig
+
     return RewardConfig(strict=args.strict, max_diff_chars=args.max_diff_chars)
 
 
 def _run_score(args: argparse.Namespace) -> int:
+    from swerl.reward.files import score_file
+
     summary = score_file(
         args.input, args.output, _config(args), workers=args.workers, progress=not args.quiet
     )
@@ -89,6 +117,8 @@ def _run_score(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    from swerl.reward.files import score_file
+
     with resources.as_file(resources.files("swerl.data") / SAMPLE) as sample:
         summary = score_file(sample, args.output, _config(args), workers=args.workers, progress=False)
     with args.output.open(encoding="utf-8") as f:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
+from swerl.cli.args import existing_file, positive_float, positive_int
 from swerl.codecontests.checker import outputs_match
 from swerl.codecontests.feedback import render_feedback
 from swerl.codecontests.problems import parse_problem
+from swerl.errors import UserError
 from swerl.sandbox.bwrap import SandboxConfig
 from swerl.sandbox.limits import MIB, Limits
 from swerl.sandbox.pool import run_tests
@@ -34,20 +35,22 @@ def register(groups: argparse._SubParsersAction) -> None:
         "per test, then the feedback the model would see for the first failing public test. Exit status "
         "0 when every test passed, 1 otherwise.",
     )
-    run.add_argument("--problem", required=True, type=Path, help="problem file (.json)")
-    run.add_argument("--solution", required=True, type=Path, help="the program to run (.py)")
+    run.add_argument("--problem", required=True, type=existing_file, help="problem file (.json)")
+    run.add_argument("--solution", required=True, type=existing_file, help="the program to run (.py)")
     run.add_argument(
         "--tests",
         default="public,private,generated",
         help="comma-separated test sets to run (default: all of public,private,generated)",
     )
     run.add_argument(
-        "--time-limit", type=float, metavar="S", help="seconds per test (default: the problem's)"
+        "--time-limit", type=positive_float, metavar="S", help="seconds per test (default: the problem's)"
     )
     run.add_argument(
-        "--memory-limit-mb", type=int, metavar="MB", help="address space (default: the problem's)"
+        "--memory-limit-mb", type=positive_int, metavar="MB", help="address space (default: the problem's)"
     )
-    run.add_argument("--workers", type=int, metavar="N", help="tests in parallel (default: all cores)")
+    run.add_argument(
+        "--workers", type=positive_int, metavar="N", help="tests in parallel (default: all cores)"
+    )
     run.add_argument("--json", action="store_true", help="print one JSON object per test instead of a table")
     run.add_argument(
         "--unsafe-no-isolation",
@@ -63,7 +66,10 @@ def _run(args: argparse.Namespace) -> int:
     unknown = sorted(set(sets) - set(TEST_SETS))
     if unknown:
         raise ValueError(f"unknown test sets {unknown}; choose from {', '.join(TEST_SETS)}")
-    problem = parse_problem(json.loads(args.problem.read_text(encoding="utf-8")))
+    try:
+        problem = parse_problem(json.loads(args.problem.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
+        raise UserError(f"{args.problem}: not a problem in the code_contests shape ({err})") from None
     source = args.solution.read_text(encoding="utf-8")
     limits = problem.limits(Limits()).scaled(
         time_s=args.time_limit, memory_bytes=args.memory_limit_mb * MIB if args.memory_limit_mb else None

@@ -2,8 +2,11 @@
 
 Multi-process runs use a launcher, which sets RANK/WORLD_SIZE/... for each process:
 
-    torchrun --nproc_per_node 8 -m swerl.cli.main train grpo --config configs/grpo_qwen25_coder_7b.yaml
-    deepspeed --num_gpus 8 --module swerl.cli.main train grpo --config ...
+    torchrun --nproc_per_node 8 -m swerl train grpo --config configs/grpo_qwen25_coder_7b.yaml
+    deepspeed --num_gpus 8 --module swerl train grpo --config ...
+
+Everything that can be wrong with the config, its input files or the run directory is reported before
+the trainer module (and with it torch and transformers) is imported.
 """
 
 from __future__ import annotations
@@ -13,16 +16,23 @@ import importlib
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
-from swerl.learner.dist import shutdown_distributed
-from swerl.trainers.config import C
+from swerl.cli import silence_library_progress
+from swerl.cli.args import existing_file
+from swerl.errors import UserError
 
-# Subcommand -> (trainer module under swerl.trainers, its config class, what its run directory holds).
+# Subcommand -> (trainer module under swerl.trainers, its config class, what its run directory holds,
+# a --set example that the config class has).
 _TRAINERS = {
-    "grpo": ("grpo", "GRPOConfig", "metrics.jsonl, final/"),
-    "sft": ("sft", "SFTConfig", "metrics.jsonl, final/"),
-    "rlef": ("rlef", "RLEFConfig", "metrics.jsonl, eval.json, final/"),
+    "grpo": ("grpo", "GRPOConfig", "metrics.jsonl, final/", "--set max_steps=10 --set beta=0.04"),
+    "sft": ("sft", "SFTConfig", "metrics.jsonl, final/", "--set max_steps=10 --set learning_rate=2e-5"),
+    "rlef": ("rlef", "RLEFConfig", "metrics.jsonl, eval.json, final/", "--set max_steps=10 --set beta=0.1"),
 }
+# Trainers whose train_file holds the data pipeline's rows (RLEF reads code_contests problems).
+_ROW_FILE_TRAINERS = ("grpo", "sft")
+# Where each config class lives: the light module, so --fields and validation need no torch.
+_CONFIG_MODULES = {"GRPOConfig": "swerl.trainers.config", "SFTConfig": "swerl.trainers.config"}
 
 
 def register(groups: argparse._SubParsersAction) -> None:
@@ -30,7 +40,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         "train",
         help="train a policy: GRPO with the SWE-RL reward, the SFT baseline, or RLEF",
         description="Train from a YAML config (see configs/ and docs/training.md). Every config field can be "
-        "overridden with --set key=value.",
+        "overridden with --set key=value; --fields lists them.",
     )
     commands = group.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
     for name, help_text in (
@@ -38,15 +48,23 @@ def register(groups: argparse._SubParsersAction) -> None:
         ("sft", "supervised fine-tuning on canonical answers built from the oracle patches"),
         ("rlef", "RLEF: multi-turn PPO with execution feedback on code_contests-shaped problems"),
     ):
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument("--config", type=Path, required=True, help="YAML file of config fields")
+        example = _TRAINERS[name][3]
+        sub = commands.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=f"example:\n  swerl train {name} --config configs/{name}_tiny_cpu.yaml {example}",
+        )
+        sub.add_argument(
+            "--config", type=existing_file, help="YAML file of config fields (required to train)"
+        )
         sub.add_argument(
             "--set",
             dest="overrides",
             action="append",
             default=[],
             metavar="KEY=VALUE",
-            help="override one field (YAML value), e.g. --set max_steps=10 --set beta=0.04",
+            help=f"override one field (parsed with the field's type), e.g. {example}",
         )
         sub.add_argument(
             "--resume",
@@ -54,32 +72,78 @@ def register(groups: argparse._SubParsersAction) -> None:
             const="latest",
             default=None,
             metavar="CHECKPOINT",
-            help="continue from a checkpoint directory (default: the newest in output_dir)",
+            help="continue from a checkpoint directory (no value: the newest in output_dir); the options "
+            "must be those the run was started with",
         )
+        sub.add_argument(
+            "--overwrite",
+            action="store_true",
+            help="start again from scratch in an output_dir that holds a run (its metrics, checkpoints "
+            "and final model are deleted)",
+        )
+        sub.add_argument("--fields", action="store_true", help="list every config field and exit")
         sub.add_argument("--quiet", action="store_true", help="no progress bar")
-        sub.set_defaults(run=_run)
+        sub.set_defaults(run=_run, parser=sub)
 
 
-def _load(cls: type[C], args: argparse.Namespace) -> C:
-    if not args.config.exists():
-        raise FileNotFoundError(f"no config file {args.config}")
+def config_class(command: str) -> type:
+    """The config dataclass of `swerl train COMMAND`, imported from the lightest module that has it."""
+    module_name, config_name, _, _ = _TRAINERS[command]
+    module = _CONFIG_MODULES.get(config_name, f"swerl.trainers.{module_name}")
+    return getattr(importlib.import_module(module), config_name)
+
+
+def load_checked(command: str, args: argparse.Namespace) -> Any:
+    """The config with every value checked, its input files present and its run directory ready; all
+    before any model is loaded."""
+    from swerl.trainers.rundir import prepare_run_dir
+
+    cls = config_class(command)
     config = cls.from_yaml(args.config, args.overrides)
     if args.resume:
         config.resume_from_checkpoint = args.resume
+    missing = config.missing_inputs()
+    if not missing and command in _ROW_FILE_TRAINERS:
+        from swerl.trainers.data import rows_file_problem
+
+        for key in ("train_file", "eval_file"):
+            problem = getattr(config, key) and rows_file_problem(getattr(config, key))
+            if problem:
+                missing.append((key, problem))
+    if missing:
+        found = "; ".join(f"{args.config}: {key}: {why}" for key, why in missing)
+        raise UserError(found + _hint(args.config))
+    prepare_run_dir(config, overwrite=args.overwrite)
     return config
+
+
+def _hint(config_path: Path) -> str:
+    if "tiny_cpu" in config_path.name:
+        return " (the tiny CPU configs train on what `swerl quickstart` writes: run it first)"
+    return ""
 
 
 def _run(args: argparse.Namespace) -> int:
     """Load the subcommand's config, run its trainer, report the held-out evaluations on rank 0."""
-    module_name, config_name, holds = _TRAINERS[args.command]
-    trainer = importlib.import_module(f"swerl.trainers.{module_name}")  # torch etc. only when training
-    config = _load(getattr(trainer, config_name), args)
+    if args.fields:
+        from swerl.configs import format_fields
+
+        print(format_fields(config_class(args.command)))
+        return 0
+    if args.config is None:
+        args.parser.error("--config FILE is required (see configs/; --fields lists what it may set)")
+    config = load_checked(args.command, args)
+    if args.quiet:
+        silence_library_progress()
+    trainer = importlib.import_module(f"swerl.trainers.{_TRAINERS[args.command][0]}")
     result = trainer.run(config, progress=not args.quiet)
+    from swerl.learner.dist import shutdown_distributed
+
     shutdown_distributed()
     if int(os.environ.get("RANK", "0")) == 0:
         for key in ("eval_before", "eval_after"):
             if key in result:
                 print(f"{key.replace('_', ' ')}: {result[key].summary()}", file=sys.stderr)
         out = config.output_dir
-        print(f"run directory: {out} ({holds}; plot with `swerl plot {out}`)")
+        print(f"run directory: {out} ({_TRAINERS[args.command][2]}; plot with `swerl plot {out}`)")
     return 0

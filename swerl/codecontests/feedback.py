@@ -63,6 +63,19 @@ def render_failure(test: TestCase, result: TestResult, max_chars: int = MAX_FIEL
     return "\n\n".join(parts)
 
 
+def render_syntax_error(report: str) -> str:
+    """Feedback for an answer whose program does not parse: the interpreter's report, which names the
+    line and the error, instead of "no code found" (the model did write code, and needs to know where
+    it went wrong)."""
+    return "\n\n".join(
+        [
+            "Your program is not valid Python; it stopped before running any test.",
+            _block("Error", _tail(report, MAX_TRACE_CHARS)),
+            "Fix the program and give the complete corrected code.",
+        ]
+    )
+
+
 def render_feedback(
     tests: Sequence[TestCase], results: Sequence[TestResult], max_failures: int = 1
 ) -> str | None:

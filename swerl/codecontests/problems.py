@@ -6,10 +6,16 @@ seconds or null is accepted too), `memory_limit_bytes`, and `solutions` (`{langu
 language 3 = PYTHON3). Problems without public tests (nothing to give feedback on) or without private /
 generated tests (nothing to score on) are dropped and counted by reason; the RLEF paper drops 669 of the
 13,328 training problems this way.
+
+At scale: the Hub ships each split as shards (`train-00000-of-00039.parquet`, ...), so `load_problems`
+takes globs and lists; Parquet is streamed through `pyarrow.dataset` one record batch at a time, reading
+only the columns used (`incorrect_solutions`, the largest, never), and the generated tests, most of the
+test data, can be left out (`generated_tests=False`).
 """
 
 from __future__ import annotations
 
+import glob
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -89,7 +95,20 @@ def _python_solutions(value: Mapping[str, Any] | None) -> tuple[str, ...]:
     return tuple(s for lang, s in zip(languages, solutions, strict=False) if lang == PYTHON3)
 
 
-def parse_problem(row: Mapping[str, Any]) -> Problem:
+COLUMNS = (
+    "name",
+    "description",
+    "public_tests",
+    "private_tests",
+    "generated_tests",
+    "time_limit",
+    "memory_limit_bytes",
+    "solutions",
+)
+"""The dataset columns a Problem is built from (the Hub has more: incorrect_solutions, cf_*, ...)."""
+
+
+def parse_problem(row: Mapping[str, Any], generated_tests: bool = True) -> Problem:
     """One dataset row as a Problem (raises ValueError on a malformed row)."""
     memory = row.get("memory_limit_bytes")
     return Problem(
@@ -97,7 +116,7 @@ def parse_problem(row: Mapping[str, Any]) -> Problem:
         description=str(row.get("description") or ""),
         public_tests=_tests(row.get("public_tests")),
         private_tests=_tests(row.get("private_tests")),
-        generated_tests=_tests(row.get("generated_tests")),
+        generated_tests=_tests(row.get("generated_tests")) if generated_tests else (),
         time_limit_s=_seconds(row.get("time_limit")),
         memory_limit_bytes=int(memory) if memory else None,
         python_solutions=_python_solutions(row.get("solutions")),
@@ -113,11 +132,11 @@ def drop_reason(problem: Problem) -> str | None:
     return None
 
 
-def collect(rows: Iterable[Mapping[str, Any]]) -> LoadReport:
+def collect(rows: Iterable[Mapping[str, Any]], generated_tests: bool = True) -> LoadReport:
     """Parse rows, keeping usable problems and counting the rest by reason."""
     report = LoadReport()
     for row in rows:
-        problem = parse_problem(row)
+        problem = parse_problem(row, generated_tests)
         reason = drop_reason(problem)
         if reason:
             report.dropped[reason] += 1
@@ -126,23 +145,74 @@ def collect(rows: Iterable[Mapping[str, Any]]) -> LoadReport:
     return report
 
 
-def _rows(path: Path) -> Iterable[Mapping[str, Any]]:
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+def expand_paths(specs: Iterable[Path | str]) -> list[Path]:
+    """Files from paths, globs ("data/train-*.parquet") and comma-separated lists of either, in order;
+    each glob's matches sorted (shard order). A pattern that matches nothing, or a missing file, is an
+    error: a run silently trained on fewer shards than meant is worse than one that does not start."""
+    from swerl.errors import UserError
 
-        yield from pq.read_table(path).to_pylist()
-    elif path.suffix in {".jsonl", ".json"}:
-        with path.open(encoding="utf-8") as lines:
-            for line in lines:
-                if line.strip():
-                    yield json.loads(line)
-    else:
-        raise ValueError(f"{path}: expected a .parquet or .jsonl file")
+    out: list[Path] = []
+    for spec in specs:
+        for part in str(spec).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if glob.has_magic(part):
+                matches = sorted(glob.glob(part))
+                if not matches:
+                    raise UserError(f"{part}: no file matches this pattern")
+                out += [Path(m) for m in matches]
+            elif Path(part).is_file():
+                out.append(Path(part))
+            else:
+                raise UserError(f"{part}: no such file (expected code_contests Parquet or JSONL)")
+    return out
 
 
-def load_problems(*paths: Path | str) -> LoadReport:
-    """Problems from Parquet / JSONL files (e.g. the Hub's shards downloaded once, or test fixtures)."""
-    return collect(row for path in paths for row in _rows(Path(path)))
+def _parquet_rows(paths: list[Path], generated_tests: bool, batch_rows: int) -> Iterable[Mapping[str, Any]]:
+    """Rows of Parquet files as one dataset, a record batch at a time, only the columns a Problem uses."""
+    import pyarrow.dataset as ds
+
+    dataset = ds.dataset([str(p) for p in paths], format="parquet")
+    wanted = [c for c in COLUMNS if c in dataset.schema.names and (generated_tests or c != "generated_tests")]
+    for batch in dataset.to_batches(columns=wanted, batch_size=batch_rows):
+        yield from batch.to_pylist()
+
+
+def _jsonl_rows(path: Path) -> Iterable[Mapping[str, Any]]:
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
+
+
+def iter_rows(
+    *specs: Path | str, generated_tests: bool = True, batch_rows: int = 64
+) -> Iterable[Mapping[str, Any]]:
+    """Dataset rows from files, globs and lists (`expand_paths`), streamed: Parquet runs of consecutive
+    files are read as one pyarrow dataset, `batch_rows` rows at a time; JSONL line by line."""
+    from swerl.errors import UserError
+
+    paths = expand_paths(specs)
+    for path in paths:
+        if path.suffix not in {".parquet", ".jsonl", ".json"}:
+            raise UserError(f"{path}: expected a .parquet or .jsonl file")
+    run: list[Path] = []
+    for path in [*paths, None]:
+        if path is not None and path.suffix == ".parquet":
+            run.append(path)
+            continue
+        if run:
+            yield from _parquet_rows(run, generated_tests, batch_rows)
+            run = []
+        if path is not None:
+            yield from _jsonl_rows(path)
+
+
+def load_problems(*paths: Path | str, generated_tests: bool = True) -> LoadReport:
+    """Problems from Parquet / JSONL files, globs or comma-separated lists (the Hub's shards downloaded
+    once, or test fixtures); `generated_tests=False` leaves the generated tests unread."""
+    return collect(iter_rows(*paths, generated_tests=generated_tests), generated_tests)
 
 
 def load_hub(split: str = "train") -> LoadReport:  # pragma: no cover - needs the network

@@ -3,22 +3,33 @@
 `Learner` wraps the policy, a client torch optimizer, the LR schedule and (optionally) a DeepSpeed
 engine behind one small API (`forward`, `backward`, `step`); `checkpoint` saves and restores all of it
 for an exact resume; `metrics` writes what a run did to JSONL and TensorBoard.
+
+The names below load on first use (PEP 562): importing `swerl.learner.config` or
+`swerl.learner.layout` must not pull in torch, or every command that only reads a config would pay for it.
 """
 
-from swerl.learner.checkpoint import latest_checkpoint, load_rng_state, rng_state
-from swerl.learner.config import LearnerConfig
-from swerl.learner.dist import DistInfo, init_distributed
-from swerl.learner.learner import Learner
-from swerl.learner.metrics import MetricsLogger, read_metrics
+from __future__ import annotations
 
-__all__ = [
-    "DistInfo",
-    "Learner",
-    "LearnerConfig",
-    "MetricsLogger",
-    "init_distributed",
-    "latest_checkpoint",
-    "load_rng_state",
-    "read_metrics",
-    "rng_state",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "DistInfo": "swerl.learner.dist",
+    "init_distributed": "swerl.learner.dist",
+    "Learner": "swerl.learner.learner",
+    "LearnerConfig": "swerl.learner.config",
+    "MetricsLogger": "swerl.learner.metrics",
+    "read_metrics": "swerl.learner.metrics",
+    "latest_checkpoint": "swerl.learner.layout",
+    "load_rng_state": "swerl.learner.checkpoint",
+    "rng_state": "swerl.learner.checkpoint",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'swerl.learner' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,8 +1,9 @@
 """Checkpoints that resume exactly: model (HF form), optimizer, scheduler, RNG streams, data position.
 
-Layout of `RUN/checkpoint-STEP/`:
+Layout of `RUN/checkpoint-STEP/`, as HF Trainer lays out its checkpoints, so that
+`AutoModelForCausalLM.from_pretrained("RUN/checkpoint-STEP")` loads the policy of that step:
 
-    model/               save_pretrained + tokenizer: loadable by anything that loads a HF model
+    config.json, model.safetensors, tokenizer files    save_pretrained of the policy and its tokenizer
     optimizer.pt         plain torch path (DeepSpeed keeps its sharded states under deepspeed/)
     scheduler.pt
     rng_state_RANK.pt    python, numpy, torch CPU (and CUDA) generators of each rank
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,7 @@ import numpy as np
 import torch
 
 from swerl.learner.dist import DistInfo, barrier
-
-_CKPT = re.compile(r"^checkpoint-(\d+)$")
+from swerl.learner.layout import checkpoint_dirs
 
 
 def rng_state() -> dict[str, Any]:
@@ -55,19 +54,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def checkpoint_dirs(run_dir: Path) -> list[Path]:
-    """Completed checkpoints of a run, oldest first."""
-    if not run_dir.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if p.is_dir() and (m := _CKPT.match(p.name))]
-    return [p for _, p in sorted(found)]
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    dirs = checkpoint_dirs(run_dir)
-    return dirs[-1] if dirs else None
-
-
 def save_checkpoint(
     run_dir: Path,
     step: int,
@@ -84,7 +70,7 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
     barrier()
-    learner.save_pretrained(tmp / "model", tokenizer)
+    learner.save_pretrained(tmp, tokenizer)
     learner.save_state(tmp)
     torch.save(rng_state(), tmp / f"rng_state_{dist.rank}.pt")
     barrier()
@@ -102,7 +88,7 @@ def save_checkpoint(
 def load_checkpoint(ckpt: Path, learner: Any, dist: DistInfo) -> dict[str, Any]:
     """Restore optimizer, scheduler and this rank's RNG; returns the trainer state to continue from.
 
-    The model weights were already loaded from `ckpt/model` when the trainer built the model.
+    The model weights were already loaded from the checkpoint when the trainer built the model.
     """
     learner.load_state(ckpt)
     rng_file = ckpt / f"rng_state_{dist.rank}.pt"

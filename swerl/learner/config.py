@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+from swerl.configs import BelowOne, NonNegativeFloat, NonNegativeInt, PositiveFloat
 
 
 @dataclass
@@ -25,15 +28,15 @@ class LearnerConfig:
         seed: seeds python, numpy and torch at start; each rank adds its rank so samples differ.
     """
 
-    learning_rate: float = 1e-6
-    weight_decay: float = 0.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_epsilon: float = 1e-8
-    max_grad_norm: float = 1.0
-    lr_scheduler_type: str = "constant"
-    warmup_steps: int = 0
+    learning_rate: PositiveFloat = 1e-6
+    weight_decay: NonNegativeFloat = 0.0
+    adam_beta1: BelowOne = 0.9
+    adam_beta2: BelowOne = 0.999
+    adam_epsilon: PositiveFloat = 1e-8
+    max_grad_norm: NonNegativeFloat = 1.0
+    lr_scheduler_type: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: NonNegativeInt = 0
     gradient_checkpointing: bool = False
-    bf16: bool | str = "auto"
+    bf16: bool | Literal["auto"] = "auto"
     deepspeed: str | None = None
-    seed: int = 0
+    seed: NonNegativeInt = 0

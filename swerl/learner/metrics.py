@@ -8,12 +8,15 @@ package is missing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
+
+from swerl.errors import UserError
 
 
 class MetricsLogger:
@@ -84,15 +87,33 @@ def _truncate_after(path: Path, step: int) -> None:
     """On resume, drop rows logged after the checkpoint: they will be logged again, identically."""
     if not path.exists():
         return
-    kept = [
-        line for line in path.read_text(encoding="utf-8").splitlines() if json.loads(line)["step"] <= step
-    ]
-    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    kept = [row for row in _rows(path.read_text(encoding="utf-8"), path) if row["step"] <= step]
+    path.write_text("".join(json.dumps(row) + "\n" for row in kept), encoding="utf-8")
+
+
+def _rows(text: str, path: Path) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl's text. A last line without its newline is being written by a live
+    run (or was cut by a crash) and is left out; a bad line anywhere else is a broken file."""
+    lines = text.split("\n")
+    complete, last = lines[:-1], lines[-1]
+    rows = []
+    for number, line in enumerate(complete, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise UserError(f"{path}: line {number} is not JSON ({err.msg})") from None
+    if last.strip():
+        with contextlib.suppress(json.JSONDecodeError):  # half-written: left out
+            rows.append(json.loads(last))
+    return rows
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """All rows of a metrics.jsonl (or the one inside a run directory)."""
+    """All rows of a metrics.jsonl (or the one inside a run directory), also while a run writes it."""
     if path.is_dir():
         path = path / "metrics.jsonl"
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    if not path.is_file():
+        raise UserError(f"{path}: no such file (is it a training run directory?)")
+    return _rows(path.read_text(encoding="utf-8"), path)

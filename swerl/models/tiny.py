@@ -22,6 +22,8 @@ from typing import Any, Literal
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
+from swerl.errors import UserError
+
 BOS_TOKEN = "<|endoftext|>"
 EOS_TOKEN = "<|im_end|>"
 PAD_TOKEN = "<|pad|>"
@@ -199,7 +201,7 @@ def _resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | str | None:
     try:
         return getattr(torch, dtype.removeprefix("torch."))
     except AttributeError:
-        raise ValueError(f"unknown dtype {dtype!r}") from None
+        raise UserError(f"unknown dtype {dtype!r} (e.g. float32, bfloat16, float16 or auto)") from None
 
 
 def load_model_and_tokenizer(

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from swerl.reward.similarity import RewardConfig, similarity_reward
 
 BAD_ROW = "bad_row"
+REQUIRED_FIELDS = ("output", "code_context", "oracle_new_content")
 ScoredRow = tuple[float | None, dict[str, Any]]
 T = TypeVar("T")
 
@@ -59,7 +60,7 @@ def score_row(row: Any, config: RewardConfig = RewardConfig()) -> ScoredRow:
     try:
         if not isinstance(row, Mapping):
             raise BadRowError(f"row must be an object, got {type(row).__name__}")
-        missing = [k for k in ("output", "code_context", "oracle_new_content") if row.get(k) is None]
+        missing = [k for k in REQUIRED_FIELDS if row.get(k) is None]
         if missing:
             raise BadRowError(f"missing field(s): {', '.join(missing)}")
         if not isinstance(row["output"], str):
@@ -76,13 +77,25 @@ def score_jsonl_line(line: str, config: RewardConfig = RewardConfig()) -> tuple[
     """One JSONL line in; the same row with `reward` and `reward_info` added, and the score, out.
 
     Decoding and encoding happen here, in the worker, so a multi-core batch parallelises them too. A line
-    that is not valid JSON (or not an object) is kept verbatim under `_raw`.
+    that is not valid JSON (or not an object) is kept verbatim under `_raw`; so is a line that is not valid
+    UTF-8 (read with surrogateescape, so its bytes are written back unchanged), rather than scoring text
+    in which a byte was silently replaced.
     """
+    scored: ScoredRow
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as err:
+        byte = ord(line[err.start]) - 0xDC00
+        row: Any = {"_raw": line.rstrip("\n")}
+        message = f"not valid UTF-8 (byte 0x{byte:02x} at character {err.start})"
+        scored = (None, {"error": BAD_ROW, "message": message})
+        row["reward"], row["reward_info"] = scored
+        return json.dumps(row, ensure_ascii=False) + "\n", scored
     try:
         row = json.loads(line)
     except json.JSONDecodeError as err:
         row = {"_raw": line.rstrip("\n")}
-        scored: ScoredRow = (None, {"error": BAD_ROW, "message": f"not valid JSON: {err.msg}"})
+        scored = (None, {"error": BAD_ROW, "message": f"not valid JSON: {err.msg}"})
     else:
         scored = score_row(row, config)
         if not isinstance(row, dict):

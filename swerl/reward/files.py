@@ -1,7 +1,10 @@
 """`swerl reward score`: score a JSONL or Parquet file of answers, streaming, on all cores.
 
 The output is written to a temporary file next to the target and renamed into place only when every row
-is written, so an interrupted run never leaves a truncated file that looks complete.
+is written, so an interrupted run never leaves a truncated file that looks complete. A whole-file problem
+(no rows, not Parquet, missing columns, no row that could be scored) is a `UserError` and writes nothing:
+a file of null rewards with exit status 0 would pass for a result. pyarrow is imported only for Parquet,
+so scoring a JSONL file starts without it.
 """
 
 from __future__ import annotations
@@ -13,14 +16,16 @@ from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from swerl.reward.batch import map_rows, score_jsonl_line, score_rows
+from swerl.errors import UserError
+from swerl.reward.batch import BAD_ROW, REQUIRED_FIELDS, map_rows, score_jsonl_line, score_rows
 from swerl.reward.similarity import RewardConfig
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -38,6 +43,7 @@ class ScoreSummary:
     scored: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
+    first_bad: str | None = None
 
     def add(self, reward: float | None, info: dict[str, Any]) -> None:
         self.rows += 1
@@ -46,6 +52,18 @@ class ScoreSummary:
             self.reward_sum += reward
         if "error" in info:
             self.errors[info["error"]] += 1
+            if info["error"] == BAD_ROW and self.first_bad is None:
+                self.first_bad = f"row {self.rows}: {info.get('message', '')}"
+
+    def check_usable(self, src: Path) -> None:
+        """Refuse a result that only looks like one: no rows, or not one row that could be scored."""
+        if self.rows == 0:
+            raise UserError(f"{src}: no rows to score")
+        if self.errors[BAD_ROW] == self.rows:
+            raise UserError(
+                f"{src}: none of its {self.rows} rows could be scored (first: {self.first_bad}); each row "
+                f"needs {', '.join(REQUIRED_FIELDS)}"
+            )
 
     def report(self) -> str:
         mean = self.reward_sum / self.scored if self.scored else float("nan")
@@ -64,7 +82,7 @@ def file_format(path: Path) -> str:
         return "parquet"
     if name.endswith(JSONL_SUFFIXES):
         return "jsonl"
-    raise ValueError(f"{path}: unknown format; use a .jsonl or .parquet file name")
+    raise UserError(f"{path}: unknown format; use a .jsonl or .parquet file name")
 
 
 def _count_lines(path: Path) -> int:
@@ -95,6 +113,8 @@ def _score_jsonl(src: Path, tmp: Path, config: RewardConfig, workers: int | None
 
 
 def _with_reward(batch: pa.RecordBatch, scored: list[tuple[float | None, dict[str, Any]]]) -> pa.Table:
+    import pyarrow as pa
+
     table = pa.Table.from_batches([batch]).drop_columns(
         [c for c in ("reward", "reward_info") if c in batch.schema.names]
     )
@@ -106,8 +126,19 @@ def _with_reward(batch: pa.RecordBatch, scored: list[tuple[float | None, dict[st
 def _score_parquet(
     src: Path, tmp: Path, config: RewardConfig, workers: int | None, bar: tqdm
 ) -> ScoreSummary:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     summary = ScoreSummary()
-    source = pq.ParquetFile(src)
+    try:
+        source = pq.ParquetFile(src)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise UserError(f"{src}: not a readable Parquet file ({err})") from None
+    missing = [name for name in REQUIRED_FIELDS if name not in source.schema_arrow.names]
+    if missing:
+        raise UserError(
+            f"{src}: no column {', '.join(missing)} (it has {', '.join(source.schema_arrow.names) or 'none'})"
+        )
     bar.total = source.metadata.num_rows
     workers = _default_workers_for(bar.total, workers)
     batches: deque[pa.RecordBatch] = deque()
@@ -129,9 +160,6 @@ def _score_parquet(
                 writer = writer or pq.ParquetWriter(tmp, table.schema)
                 writer.write_table(table)
                 done = []
-        if writer is None:  # an empty input still gets a valid, empty output with the new columns
-            empty = pa.RecordBatch.from_pylist([], schema=source.schema_arrow)
-            pq.write_table(_with_reward(empty, []), tmp)
     finally:
         if writer is not None:
             writer.close()
@@ -149,9 +177,11 @@ def score_file(
     """Score every row of `src` into `dst` (formats from the file names; they may differ only if equal)."""
     kind = file_format(src)
     if file_format(dst) != kind:
-        raise ValueError(f"{dst}: output format must match the input ({kind})")
+        raise UserError(f"{dst}: output format must match the input ({kind})")
     if not src.is_file():
-        raise FileNotFoundError(f"{src}: no such file")
+        raise UserError(f"{src}: no such file")
+    if dst.is_dir():
+        raise UserError(f"{dst} is a directory; give a file name")
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
     start = time.perf_counter()
@@ -159,6 +189,7 @@ def score_file(
         with tqdm(desc="scoring", unit="row", disable=not progress) as bar:
             score = _score_parquet if kind == "parquet" else _score_jsonl
             summary = score(src, tmp, config, workers, bar)
+        summary.check_usable(src)
         os.replace(tmp, dst)
     finally:
         tmp.unlink(missing_ok=True)

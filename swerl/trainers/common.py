@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from swerl.algorithms import entropy_from_logits, token_logprobs
-from swerl.learner.checkpoint import latest_checkpoint
+from swerl.learner.layout import latest_checkpoint
 from swerl.trainers.config import TrainConfig
 from swerl.trainers.data import Example
 from swerl.trainers.rewards import GroupReward
@@ -29,6 +29,18 @@ def load_policy(name_or_path: str, trust_remote_code: bool = False) -> tuple[Any
 
     extra = {"trust_remote_code": True} if trust_remote_code else {}
     return load_model_and_tokenizer(name_or_path, **extra)
+
+
+def load_reference(name_or_path: str, trust_remote_code: bool = False) -> Any:
+    """rho, the KL anchor: the run's start model loaded afresh from `name_or_path`, frozen.
+
+    Why a fresh load and not a copy of the policy handed to the trainer: on resume that policy is the
+    checkpoint's, and a copy of it would move the anchor to wherever training had got (KL 0 at the first
+    resumed step, a different objective from then on). The start model on disk never moves, so a
+    resumed run penalises exactly what the uninterrupted one does.
+    """
+    model, _ = load_policy(name_or_path, trust_remote_code)
+    return model.eval().requires_grad_(False)
 
 
 def sampling_params(**values: Any) -> Any:

@@ -1,18 +1,31 @@
 """Run configurations as documented dataclasses, loaded from YAML (names follow TRL where they exist).
 
 A YAML file sets any field by name; unknown keys are an error (a typo must not silently fall back to a
-default). `--set key=value` on the command line overrides single fields after the file is read.
+default). `--set key=value` on the command line overrides single fields after the file is read. Every
+value is checked against its field's type, range and choices on load (`swerl.configs`), and each class's
+`problems()` checks what one field cannot say alone; `missing_inputs()` checks the files a run reads, so
+the command line reports all of it before a model is loaded.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import glob
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-import yaml
-
+from swerl.configs import (
+    BelowOne,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    UnitInterval,
+    load_config,
+    missing_model,
+)
 from swerl.learner.config import LearnerConfig
 
 C = TypeVar("C", bound="TrainConfig")
@@ -23,7 +36,7 @@ class TrainConfig(LearnerConfig):
     """What every trainer needs besides optimization (inherited from LearnerConfig, flat in YAML).
 
     Attributes:
-        model_name_or_path: HF model id or local save_pretrained directory (also a checkpoint's model/).
+        model_name_or_path: HF model id or local save_pretrained directory (a run's final/ or checkpoint-N/).
         train_file: Parquet or JSONL rows from the data pipeline (problem_statement, code_context,
             oracle_new_content; an optional `prompt` list of chat messages overrides the built prompt).
         eval_file: held-out rows, scored before training and at the end (optional).
@@ -31,51 +44,70 @@ class TrainConfig(LearnerConfig):
         max_steps: optimizer steps (GRPO: rollout batches; each gives num_iterations optimizer steps).
         max_prompt_length: prompts with more tokens are skipped (truncating would cut code out).
         micro_batch_size: sequences per forward/backward; gradients accumulate over the rest.
-        logging_steps / save_steps: log every N steps; checkpoint every N steps (0: only at the end).
-        save_total_limit: keep the newest N checkpoints.
+        logging_steps: write metrics every N steps.
+        save_steps: checkpoint every N steps (0: only the final model at the end, nothing to resume from).
+        save_total_limit: keep the newest N checkpoints (None: all).
         resume_from_checkpoint: a checkpoint directory, or "latest" for the newest in output_dir.
         report_to_tensorboard: also write TensorBoard event files (when tensorboard is installed).
         trust_remote_code: passed to from_pretrained.
+        max_train_samples / max_eval_samples: use only the first N rows of train_file / eval_file.
     """
 
     model_name_or_path: str = ""
     train_file: str = ""
     eval_file: str | None = None
     output_dir: str = "runs/train"
-    max_steps: int = 100
-    max_prompt_length: int = 2048
-    micro_batch_size: int = 4
-    logging_steps: int = 1
-    save_steps: int = 0
-    save_total_limit: int | None = 2
+    max_steps: PositiveInt = 100
+    max_prompt_length: PositiveInt = 2048
+    micro_batch_size: PositiveInt = 4
+    logging_steps: PositiveInt = 1
+    save_steps: NonNegativeInt = 0
+    save_total_limit: PositiveInt | None = 2
     resume_from_checkpoint: str | None = None
     report_to_tensorboard: bool = True
     trust_remote_code: bool = False
-    max_train_samples: int | None = None
-    max_eval_samples: int | None = None
+    max_train_samples: PositiveInt | None = None
+    max_eval_samples: PositiveInt | None = None
 
     @classmethod
     def from_yaml(cls: type[C], path: str | Path | None = None, overrides: list[str] | None = None) -> C:
-        """Build from a YAML file plus `key=value` overrides (values parsed as YAML scalars)."""
-        values: dict[str, Any] = {}
-        if path is not None:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-            if not isinstance(loaded, dict):
-                raise ValueError(f"{path}: expected a mapping of config fields")
-            values.update(loaded)
-        for item in overrides or []:
-            key, sep, raw = item.partition("=")
-            if not sep:
-                raise ValueError(f"override {item!r} is not key=value")
-            values[key.strip()] = yaml.safe_load(raw)
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}")
-        return cls(**values)
+        """Build from a YAML file plus `key=value` overrides, every value checked (`swerl.configs`)."""
+        return load_config(cls, path, overrides or ())
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, what is wrong) for what a field's type cannot say alone; empty when all is well."""
+        found = []
+        for name in ("model_name_or_path", "train_file", "output_dir"):
+            if not getattr(self, name):
+                found.append((name, "required"))
+        return found
+
+    def missing_inputs(self) -> list[tuple[str, str]]:
+        """(field, why) for input paths that do not exist, checked before any model loads. A model name
+        that is not a path on this machine is taken for a hub id (`owner/name`) unless it cannot be one."""
+        found = []
+        problem = self.model_name_or_path and missing_model(self.model_name_or_path)
+        if problem:
+            found.append(("model_name_or_path", problem))
+        for name in ("train_file", "eval_file"):
+            value = getattr(self, name)
+            if value and _local_path(value) and not _path_or_glob_exists(value):
+                found.append((name, f"no such file {value}"))
+        return found
+
+
+def _local_path(value: str) -> bool:
+    """Data sources other than files: `bundled:split`, `hf:name` (any `scheme:` but a drive letter)."""
+    return not re.match(r"[A-Za-z][\w+.-]+:", value)
+
+
+def _path_or_glob_exists(value: str) -> bool:
+    if any(ch in value for ch in "*?["):
+        return bool(glob.glob(value))
+    return all(Path(part.strip()).exists() for part in value.split(",") if part.strip())
 
 
 @dataclass
@@ -105,25 +137,35 @@ class GRPOConfig(TrainConfig):
             tensor_parallel_size, enable_sleep_mode, max_model_len, ...).
     """
 
-    num_generations: int = 16
-    prompts_per_step: int = 8
-    max_completion_length: int = 1024
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int | None = None
-    num_iterations: int = 1
-    epsilon: float = 0.2
-    epsilon_high: float | None = None
-    beta: float = 0.0
-    loss_aggregation: str = "token-mean"
-    scale_rewards: str = "group"
+    num_generations: PositiveInt = 16
+    prompts_per_step: PositiveInt = 8
+    max_completion_length: PositiveInt = 1024
+    temperature: NonNegativeFloat = 1.0
+    top_p: UnitInterval = 1.0
+    top_k: NonNegativeInt | None = None
+    num_iterations: PositiveInt = 1
+    epsilon: BelowOne = 0.2
+    epsilon_high: NonNegativeFloat | None = None
+    beta: NonNegativeFloat = 0.0
+    loss_aggregation: Literal["token-mean", "seq-mean", "seq-mean-token-sum"] = "token-mean"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
     drop_zero_std_groups: bool = False
     reward: str = "swe_rl"
     reward_strict: bool = False
-    eval_temperature: float = 0.0
-    generation_batch_size: int = 64
-    rollout_engine: str = "hf"
+    eval_temperature: NonNegativeFloat = 0.0
+    generation_batch_size: PositiveInt = 64
+    rollout_engine: Literal["hf", "vllm"] = "hf"
     rollout_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def problems(self) -> list[tuple[str, str]]:
+        found = super().problems()
+        if self.num_generations < 2:
+            found.append(("num_generations", "must be at least 2: a group of one has no relative advantage"))
+        if not re.fullmatch(r"swe_rl|token:\d+(-\d+)?", self.reward):
+            found.append(("reward", f"expected 'swe_rl', 'token:N' or 'token:LO-HI', got {self.reward!r}"))
+        if self.temperature == 0:
+            found.append(("temperature", "must be > 0: GRPO samples a group of different answers"))
+        return found
 
 
 @dataclass
@@ -138,9 +180,9 @@ class SFTConfig(TrainConfig):
         max_completion_length: new tokens when sampling held-out answers.
     """
 
-    per_device_train_batch_size: int = 8
-    max_seq_length: int = 4096
-    num_train_epochs: int = 1
-    eval_every: int = 0
-    max_completion_length: int = 1024
-    learning_rate: float = 1e-5
+    per_device_train_batch_size: PositiveInt = 8
+    max_seq_length: PositiveInt = 4096
+    num_train_epochs: PositiveInt = 1
+    eval_every: NonNegativeInt = 0
+    max_completion_length: PositiveInt = 1024
+    learning_rate: PositiveFloat = 1e-5

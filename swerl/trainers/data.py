@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from swerl.edit_format import build_messages
+from swerl.errors import UserError
 from swerl.reward.batch import coerce_contents
+
+# What a row needs: the oracle for the reward (and the SFT target), and either a stored prompt or the
+# two fields the prompt is built from.
+ORACLE_COLUMN = "oracle_new_content"
+PROMPT_COLUMNS = ("problem_statement", "code_context")
 
 if TYPE_CHECKING:
     from swerl.trainers.config import TrainConfig
@@ -35,6 +41,48 @@ class Example:
     messages: list[dict[str, str]] = field(default_factory=list)
 
 
+def _missing_columns(names: Iterable[str]) -> list[str]:
+    names = set(names)
+    needed = [ORACLE_COLUMN] + ([] if "prompt" in names else list(PROMPT_COLUMNS))
+    return [c for c in needed if c not in names]
+
+
+def rows_file_problem(path: str | Path) -> str | None:
+    """Why `path` cannot be training rows (None if it looks right), from its schema or its first row,
+    without reading it whole: checked before a model is loaded."""
+    import pyarrow as pa
+
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(path.glob("*.parquet"))
+        if not files:
+            return f"{path}: no .parquet files in this directory"
+        path = files[0]
+    if path.suffix == ".parquet":
+        try:
+            names = pq.read_schema(path).names
+        except (pa.ArrowInvalid, OSError) as err:
+            return f"{path}: not a readable Parquet file ({err})"
+    elif path.suffix in {".jsonl", ".json"}:
+        try:
+            with path.open(encoding="utf-8") as f:
+                first = next((line for line in f if line.strip()), None)
+            row = json.loads(first) if first is not None else None
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            return f"{path}: the first row is not a JSON object ({err})"
+        if row is None:
+            return f"{path}: no rows"
+        if not isinstance(row, dict):
+            return f"{path}: the first row is not a JSON object"
+        names = list(row)
+    else:
+        return f"{path}: expected .parquet, .jsonl or a directory of .parquet files"
+    missing = _missing_columns(names)
+    if missing:
+        return f"{path}: no column {', '.join(missing)} (it has {', '.join(names[:10]) or 'none'})"
+    return None
+
+
 def read_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows of a .parquet or .jsonl file (a directory: every .parquet file in it, sorted)."""
     path = Path(path)
@@ -44,10 +92,17 @@ def read_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]
     elif path.suffix == ".parquet":
         rows = pq.read_table(path).to_pylist()
     elif path.suffix in {".jsonl", ".json"}:
+        rows = []
         with path.open(encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise UserError(f"{path}: line {number} is not JSON ({err.msg})") from None
     else:
-        raise ValueError(f"{path}: expected .parquet, .jsonl or a directory of .parquet files")
+        raise UserError(f"{path}: expected .parquet, .jsonl or a directory of .parquet files")
     return rows[:limit] if limit is not None else rows
 
 
@@ -120,7 +175,7 @@ class EpochSampler:
 
     def __init__(self, size: int, seed: int) -> None:
         if size <= 0:
-            raise ValueError("no training examples")
+            raise UserError("no training examples (is train_file empty, or every prompt too long?)")
         self.size, self.seed = size, seed
         self.epoch, self.position = 0, 0
         self._order = self._shuffled(0)

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from swerl.codecontests.checker import outputs_match
-from swerl.codecontests.extract import extract_code
-from swerl.codecontests.feedback import render_feedback
+from swerl.codecontests.extract import Extracted, extract_answer
+from swerl.codecontests.feedback import render_feedback, render_syntax_error
 from swerl.codecontests.humaneval import HumanEvalProblem
 from swerl.codecontests.humaneval import job as humaneval_job
 from swerl.codecontests.problems import Problem
@@ -197,6 +197,8 @@ class TurnRecord:
     text: str
     code: str | None
     public_passed: bool
+    syntax_error: str | None = None
+    """The interpreter's report when the answer's program does not parse (then `code` is None)."""
     finish_reason: str = "stop"
     private_passed: bool | None = None
     """All public + private tests passed; judged for the final answer (for every answer in evaluation)."""
@@ -261,19 +263,30 @@ class EpisodeConfig:
     solved_reward: float = 1.0
     failed_reward: float = -1.0
     invalid_code_reward: float = -0.2
+    """For an *intermediate* answer without valid code; a final one fails (failed_reward)."""
     seed: int | None = None
 
 
 def task_reward(turn: TurnRecord, final: bool, config: EpisodeConfig) -> float:
-    """r_t: -0.2 for an answer without valid code; at the end +1 if all tests pass, -1 if any fails; else 0.
+    """r_t: the final answer +1 if it passes all tests, -1 otherwise (no valid code included); an earlier
+    answer -0.2 without valid code, else 0.
 
-    A final answer without code gets -0.2, not -1: it is the same mistake as on any other turn.
+    Why a final answer without code gets -1 and not -0.2: it fails every test, like any wrong program.
+    With -0.2 it would pay to write nothing whenever the chance of solving is low (docs/rlef.md, "Rewards",
+    works the numbers); with -1 no policy that withholds code, on any turns, scores better than trying.
     """
-    if turn.code is None:
-        return config.invalid_code_reward
-    if not final:
-        return 0.0
-    return config.solved_reward if turn.private_passed else config.failed_reward
+    if final:
+        passed = turn.code is not None and turn.private_passed
+        return config.solved_reward if passed else config.failed_reward
+    return config.invalid_code_reward if turn.code is None else 0.0
+
+
+def no_code_feedback(turn: TurnRecord, tests: Sequence[TestCase], results: Sequence[TestResult]) -> str:
+    """The feedback on an answer with no runnable program: the syntax error if it has one, else the
+    sandbox's "no code found" message."""
+    if turn.syntax_error is not None:
+        return render_syntax_error(turn.syntax_error)
+    return render_feedback(tests, results) or ""
 
 
 def run_episodes(
@@ -306,24 +319,28 @@ def run_episodes(
             seed=None if config.seed is None else config.seed + t,
         )
         completions = [group[0] for group in engine.generate([contexts[i] for i in active], params)]
-        codes = [extract_code(c.text) for c in completions]
-        jobs = [episodes[i].task.public_job(code) for i, code in zip(active, codes, strict=True)]
+        answers: list[Extracted] = [extract_answer(c.text) for c in completions]
+        jobs = [episodes[i].task.public_job(a.code) for i, a in zip(active, answers, strict=True)]
         results = judge(jobs)
         continuing = []
-        for i, comp, code, job, res in zip(active, completions, codes, jobs, results, strict=True):
+        for i, comp, answer, job, res in zip(active, completions, answers, jobs, results, strict=True):
             turn = TurnRecord(
                 context_len=len(contexts[i]),
                 answer_ids=list(comp.token_ids),
                 logprobs=list(comp.logprobs),
                 text=comp.text,
-                code=code,
-                public_passed=code is not None and all(r.passed for r in res),
+                code=answer.code,
+                public_passed=answer.code is not None and all(r.passed for r in res),
+                syntax_error=answer.syntax_error,
                 finish_reason=comp.finish_reason,
             )
             episodes[i].turns.append(turn)
             if turn.public_passed or t + 1 == max_turns:
                 continue
-            turn.feedback = render_feedback(job.tests, res) or ""
+            if turn.code is None:
+                turn.feedback = no_code_feedback(turn, job.tests, res)
+            else:
+                turn.feedback = render_feedback(job.tests, res) or ""
             turn.feedback_ids = renderer.feedback_ids(
                 turn.feedback, turn.answer_ids, comp.finish_reason == "stop"
             )
@@ -361,9 +378,13 @@ def _randomize_feedback(
     for ep, job, res in zip(episodes, jobs, judge(jobs), strict=True):
         turn = ep.turns[-1]
         # Passing the unrelated tests still has to read as a failure: the episode continues regardless.
-        turn.feedback = (
-            render_feedback(job.tests, res) or "Your code failed the public tests. Fix the program."
-        )
+        # A program that does not parse gets its true report: it is the same on any problem.
+        if turn.code is None:
+            turn.feedback = no_code_feedback(turn, job.tests, res)
+        else:
+            turn.feedback = (
+                render_feedback(job.tests, res) or "Your code failed the public tests. Fix the program."
+            )
         turn.feedback_ids = renderer.feedback_ids(
             turn.feedback, turn.answer_ids, turn.finish_reason == "stop"
         )
@@ -386,15 +407,16 @@ def _judge_private(episodes: Sequence[Episode], judge: Judge, all_turns: bool) -
 
 
 # ------------------------------------------------------------------------------------ SFT warm-up
-def corrupted_solutions(code: str) -> list[str]:
+def corrupted_solutions(code: str, constant: bool = True) -> list[str]:
     """Wrong variants of a correct program, as a model gets them wrong: a stray extra output line, a
-    crash (a name that does not exist) before any output, and, when the program has an integer literal,
-    its last one off by one (a constant not copied right from the statement, the commonest miss of a
-    small model on the bundled problems; the feedback's expected output then points at the fix)."""
+    crash (a name that does not exist) before any output, and, when the program has an integer literal
+    and `constant` is set, its last one off by one (a constant not copied right from the statement, the
+    commonest miss of a small model on the bundled problems; the feedback's expected output then points
+    at the fix). The first two keep the program's constant, so a fix never has to read it elsewhere."""
     body = code.rstrip()
     variants = [f"{body}\nprint(0)\n", f"answer = solve_input()\n{body}\n"]
     literals = list(re.finditer(r"\d+", body))
-    if literals:
+    if literals and constant:
         last = literals[-1]
         variants.append(f"{body[: last.start()]}{int(last.group()) + 1}{body[last.end() :]}\n")
     return variants
@@ -405,6 +427,7 @@ def feedback_fix_dialogs(
     tasks: Sequence[ContestTask],
     judge: Judge,
     answer_ids: Callable[[Task, str], list[int]],
+    constant: bool = True,
 ) -> list[tuple[list[int], list[int]]]:
     """Second-turn SFT examples: (prompt, wrong answer, its real feedback) -> the reference answer.
 
@@ -417,7 +440,7 @@ def feedback_fix_dialogs(
         (task, solution, wrong)
         for task in tasks
         for solution in task.problem.python_solutions[:1]
-        for wrong in corrupted_solutions(solution)
+        for wrong in corrupted_solutions(solution, constant)
     ]
     jobs = [task.public_job(wrong) for task, _, wrong in cases]
     out = []
@@ -479,6 +502,7 @@ def evaluate_dialogs(
     nk: Sequence[tuple[int, int]] = ((1, 3), (10, 100)),
     batch_problems: int = 16,
     seed: int = 0,
+    progress: bool = False,
 ) -> DialogEval:
     """`samples` dialogs per task, every answer judged on the held-out tests, then n@k (nak.py).
 
@@ -495,6 +519,9 @@ def evaluate_dialogs(
     max_turns = 1 if config.feedback == "none" else config.max_turns
     for t in range(2, max_turns + 1):
         fixed[t] = 0
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(tasks), desc="eval", unit="problem", disable=not progress, dynamic_ncols=True)
     for lo in range(0, len(tasks), batch_problems):
         chunk = list(tasks[lo : lo + batch_problems])
         episodes = run_episodes(
@@ -516,6 +543,8 @@ def evaluate_dialogs(
                         fixed[t] += 1
                         break
             dialogs.append(problem_dialogs)
+        bar.update(len(chunk))
+    bar.close()
     rates = [solve_rate(dialogs, n, k, seed=seed) for n, k in nk]
     return DialogEval(
         rates=rates,

@@ -35,7 +35,7 @@ from swerl.algorithms import (
 )
 from swerl.learner import Learner
 from swerl.learner.dist import all_gather_floats, all_reduce
-from swerl.trainers.common import PackedBatch, evaluate, pack_sequences, sampling_params
+from swerl.trainers.common import PackedBatch, evaluate, load_reference, pack_sequences, sampling_params
 from swerl.trainers.config import GRPOConfig
 from swerl.trainers.data import EpochSampler, Example, rank_slice
 from swerl.trainers.loop import TrainLoop, build_engine, load_run, pad_id, write_config
@@ -57,15 +57,20 @@ class GRPOTrainer(TrainLoop):
         *,
         engine: Any = None,
         eval_examples: Sequence[Example] = (),
+        reference: Any = None,
         progress: bool = True,
     ) -> None:
+        """`reference`: the KL anchor for beta > 0 (`load_reference` of the start model, which a resumed
+        run must pass: `model` is then the checkpoint's policy); None copies `model` (a fresh start)."""
         super().__init__(config, tokenizer, progress)
         self.examples = list(train_examples)
         self.eval_examples = list(eval_examples)
         self.reward_fn = reward_fn
         self.pad_id = pad_id(tokenizer, model)
-        # The reference is a frozen copy of the *initial* policy; beta = 0 (the default) needs none.
-        self.ref_model = copy.deepcopy(model).eval().requires_grad_(False) if config.beta > 0 else None
+        # The reference is the frozen *initial* policy; beta = 0 (the default) needs none.
+        if config.beta > 0 and reference is None:
+            reference = copy.deepcopy(model).eval().requires_grad_(False)
+        self.ref_model = reference if config.beta > 0 else None
         if self.ref_model is not None:
             self.ref_model.to(self.dist.device)
         self.learner = Learner(model, config, config.max_steps * config.num_iterations, self.dist)
@@ -312,8 +317,20 @@ def run(config: GRPOConfig, progress: bool = True) -> dict[str, Any]:
     ckpt, model, tokenizer = load_run(config)
     examples, skipped, eval_examples = train_and_eval_examples(config, tokenizer, config.max_prompt_length)
     reward = reward_from_name(config.reward, config.reward_strict)
+    # On resume the model is the checkpoint's; the KL anchor stays the start model.
+    resumed_with_kl = ckpt is not None and config.beta > 0
+    reference = (
+        load_reference(config.model_name_or_path, config.trust_remote_code) if resumed_with_kl else None
+    )
     trainer = GRPOTrainer(
-        config, model, tokenizer, examples, reward, eval_examples=eval_examples, progress=progress
+        config,
+        model,
+        tokenizer,
+        examples,
+        reward,
+        eval_examples=eval_examples,
+        reference=reference,
+        progress=progress,
     )
     out: dict[str, Any] = {"skipped_long_prompts": skipped, "train_examples": len(examples)}
     if trainer.dist.is_main:

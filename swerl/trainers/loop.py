@@ -17,9 +17,11 @@ import torch
 import yaml
 from torch import Tensor
 
+from swerl.errors import UserError
 from swerl.learner import Learner, MetricsLogger, init_distributed
 from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
 from swerl.learner.dist import all_reduce
+from swerl.learner.layout import checkpoint_model_dir
 from swerl.trainers.common import completion_logprobs, resolve_resume
 
 
@@ -35,7 +37,10 @@ class TrainLoop:
         self.dist = init_distributed()
         # RL trainers keep whole prompt groups on one rank; SFT has no groups (no `prompts_per_step`).
         if getattr(config, "prompts_per_step", 0) % self.dist.world_size:
-            raise ValueError("prompts_per_step must be a multiple of the number of processes")
+            raise UserError(
+                f"prompts_per_step {config.prompts_per_step} must be a multiple of the number of processes "
+                f"({self.dist.world_size})"
+            )
         seed_everything(config.seed + self.dist.rank)
         self.tokenizer = tokenizer
         self.step = 0
@@ -198,7 +203,7 @@ def load_run(config: Any) -> tuple[Path | None, Any, Any]:
 
     ckpt = resolve_resume(config)
     model, tokenizer = load_policy(
-        str(ckpt / "model") if ckpt else config.model_name_or_path, config.trust_remote_code
+        str(checkpoint_model_dir(ckpt)) if ckpt else config.model_name_or_path, config.trust_remote_code
     )
     return ckpt, model, tokenizer
 

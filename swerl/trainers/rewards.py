@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from swerl.errors import UserError
 from swerl.reward import RewardConfig, RewardResult, normalized_diffs, similarity_reward
 from swerl.trainers.data import Example
 
@@ -57,4 +58,4 @@ def reward_from_name(name: str, strict: bool = False) -> GroupReward:
         spec = name.split(":", 1)[1]
         lo, _, hi = spec.partition("-")
         return token_reward(range(int(lo), int(hi or lo) + 1))
-    raise ValueError(f"unknown reward {name!r}; use 'swe_rl', 'token:N' or 'token:LO-HI'")
+    raise UserError(f"unknown reward {name!r}; use 'swe_rl', 'token:N' or 'token:LO-HI'")

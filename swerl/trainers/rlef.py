@@ -42,8 +42,8 @@ from torch import Tensor, nn
 
 from swerl.algorithms import clipped_policy_loss, clipped_value_loss, masked_mean, turn_level_gae, whiten
 from swerl.learner import Learner, MetricsLogger, init_distributed
-from swerl.learner.dist import all_gather_floats, all_reduce
-from swerl.trainers.common import PackedBatch, completion_logprobs, pack_sequences
+from swerl.learner.dist import all_gather_floats, all_reduce, barrier
+from swerl.trainers.common import PackedBatch, completion_logprobs, load_reference, pack_sequences
 from swerl.trainers.config import TrainConfig
 from swerl.trainers.data import EpochSampler, rank_slice
 from swerl.trainers.dialog import ChatRenderer, ContestTask, Episode, EpisodeConfig, Judge, run_episodes
@@ -55,8 +55,11 @@ class RLEFConfig(TrainConfig):
     """RLEF on CodeContests-shaped problems (defaults: the paper's turns, rewards and beta).
 
     Attributes:
-        train_file / eval_file: code_contests JSONL or Parquet, or "bundled:train" / "bundled:valid" /
+        train_file / eval_file: code_contests JSONL or Parquet files, globs ("data/train-*.parquet" for
+            the Hub's shards) or comma-separated lists of them, or "bundled:train" / "bundled:valid" /
             "bundled:test" for the small problem set shipped in swerl/data/rlef_problems.
+        generated_tests: also score on the dataset's generated tests (the paper does); False leaves them
+            unread, most of the test data, for a faster load and faster judging.
         prompts_per_step: problems per rollout batch over all ranks (a multiple of the world size).
         episodes_per_problem: episodes sampled per problem (a problem's episodes stay on one rank).
         max_turns: answers per episode (feedback follows every failed answer but the last).
@@ -67,17 +70,23 @@ class RLEFConfig(TrainConfig):
         gamma, lam: GAE over turns. gamma = 1 (episodes are at most 3 turns, nothing to discount);
             lam = 0.95 (PPO's usual value: mostly Monte-Carlo, a little bootstrapping from the critic).
         whiten_advantages: whiten the per-answer advantages over the global batch.
-        epsilon: policy clip range; value_clip: clip range of the value loss.
+        epsilon: policy clip range.
+        value_clip: clip range of the value loss.
         critic_learning_rate: the critic's AdamW learning rate (the policy uses learning_rate).
         num_iterations: PPO passes over each rollout batch (each pass: one optimizer step per model).
         feedback: "execution" (RLEF), "random" or "none" (ablations, for training too).
         solved_reward / failed_reward / invalid_code_reward: the task rewards (+1 / -1 / -0.2).
-        sft_warmup_steps: before RL, supervised steps on the problems' reference solutions (0: none);
-            sft_learning_rate / sft_batch_size: their optimizer settings.
+        sft_warmup_steps: before RL, supervised steps on the problems' reference solutions (0: none).
+        sft_learning_rate / sft_batch_size: the warm-up's optimizer settings.
         sft_fix_dialogs: the warm-up also trains second turns: a corrupted reference solution, the
             sandbox's real feedback on it, then the reference solution (only the fix is trained on).
+        sft_fix_constant: among those corruptions, the last integer constant off by one (whose fix reads
+            the constant from the feedback). Off for the hidden-constant demonstration, where reading
+            the constant from the feedback is the skill RLEF is to learn, not the warm-up.
         eval_samples: dialogs per held-out problem for the before/after 1@3 report.
         eval_temperature: sampling temperature of those dialogs.
+        eval_random_feedback: also report 1@3 with random feedback (the paper's ablation), before and
+            after RLEF: a policy that uses the feedback gains less when the feedback is unrelated.
         generation_batch_size, rollout_engine, rollout_kwargs: as in GRPO.
         sandbox_workers: parallel test runs (None: one per core).
     """
@@ -105,12 +114,15 @@ class RLEFConfig(TrainConfig):
     sft_learning_rate: float = 1e-3
     sft_batch_size: int = 16
     sft_fix_dialogs: bool = True
+    sft_fix_constant: bool = True
     eval_samples: int = 6
     eval_temperature: float = 1.0
+    eval_random_feedback: bool = False
     generation_batch_size: int = 64
     rollout_engine: str = "hf"
     rollout_kwargs: dict[str, Any] = field(default_factory=dict)
     sandbox_workers: int | None = None
+    generated_tests: bool = True
 
     def episode_config(self, **changes: Any) -> EpisodeConfig:
         values = {
@@ -236,16 +248,22 @@ class RLEFTrainer(TrainLoop):
         *,
         judge: Judge,
         engine: Any = None,
+        reference: Any = None,
         progress: bool = True,
     ) -> None:
+        """`model` is the policy to train (on resume: the checkpoint's); `reference` is rho, the start
+        model (`load_reference`), None for a fresh start where `model` is the start model itself."""
         super().__init__(config, tokenizer, progress)
         self.tasks = list(train_tasks)
         self.judge = judge
         self.renderer = ChatRenderer(tokenizer)
         self.pad_id = pad_id(tokenizer)
-        # rho: the frozen start model; the critic starts from the same weights (its own copy).
-        self.ref_model = copy.deepcopy(model).eval().requires_grad_(False).to(self.dist.device)
-        critic = TurnCritic(copy.deepcopy(model))
+        # rho: the frozen start model; the critic starts from the same weights (its own copy), and on
+        # resume gets its trained weights from the checkpoint (`load`).
+        if reference is None:
+            reference = copy.deepcopy(model).eval().requires_grad_(False)
+        self.ref_model = reference.to(self.dist.device)
+        critic = TurnCritic(copy.deepcopy(reference).requires_grad_(True).train())
         optimizer_steps = config.max_steps * config.num_iterations
         self.learner = Learner(model, config, optimizer_steps, self.dist)
         critic_config = dataclasses.replace(config, learning_rate=config.critic_learning_rate)
@@ -254,7 +272,6 @@ class RLEFTrainer(TrainLoop):
             self.ref_model.to(torch.bfloat16)
         self.engine = engine if engine is not None else build_engine(config, self.learner.module, tokenizer)
         self.sampler = EpochSampler(len(self.tasks), config.seed)
-        self.rng = random.Random(config.seed + self.dist.rank)
 
     # ------------------------------------------------------------------------------------------ step
     def train_step(self) -> dict[str, float]:
@@ -264,9 +281,12 @@ class RLEFTrainer(TrainLoop):
         # 1. Rollout: this rank's problems, several episodes each, from the current policy.
         indices = rank_slice(self.sampler.next_batch(cfg.prompts_per_step), dist.rank, dist.world_size)
         tasks = [self.tasks[i] for i in indices for _ in range(cfg.episodes_per_problem)]
+        # The random-feedback draws come from a generator seeded by (seed, rank, step): nothing to save
+        # in a checkpoint, and a resumed run draws what the uninterrupted one would have.
+        rng = random.Random(f"{cfg.seed}-{dist.rank}-{self.step}")
         with self.sampling():
             episodes = run_episodes(
-                self.engine, self.renderer, tasks, cfg.episode_config(), self.judge, rng=self.rng
+                self.engine, self.renderer, tasks, cfg.episode_config(), self.judge, rng=rng
             )
         batch = pack_episodes(episodes, self.pad_id, dist.device)
         t_rollout = time.perf_counter()
@@ -480,15 +500,26 @@ class RLEFTrainer(TrainLoop):
 
 
 # ---------------------------------------------------------------------------------------- the run
-def load_tasks(spec: str) -> list[ContestTask]:
-    """Problems from code_contests JSONL/Parquet files (comma-separated) or "bundled:SPLIT"."""
+def load_tasks(spec: str, generated_tests: bool = True) -> list[ContestTask]:
+    """Problems from code_contests JSONL/Parquet files, globs, comma-separated lists, or "bundled:SPLIT"."""
     from swerl.codecontests.problems import load_problems
     from swerl.data.rlef_problems import bundled_path
 
     paths = [
         bundled_path(p.removeprefix("bundled:")) if p.startswith("bundled:") else p for p in spec.split(",")
     ]
-    return [ContestTask(problem) for problem in load_problems(*paths).problems]
+    return [
+        ContestTask(problem) for problem in load_problems(*paths, generated_tests=generated_tests).problems
+    ]
+
+
+def start_model_path(config: RLEFConfig) -> str:
+    """Where the model RLEF starts from lives: the run's `model_name_or_path`, or, after an SFT warm-up in
+    this run, the warmed-up copy `sft_warmup` saves under output_dir/sft/model. rho is loaded from here,
+    never from a checkpoint (`load_reference`)."""
+    if config.sft_warmup_steps:
+        return str(Path(config.output_dir) / "sft" / "model")
+    return config.model_name_or_path
 
 
 def sft_warmup(
@@ -504,7 +535,8 @@ def sft_warmup(
     The target is what a good answer looks like: the solution in one ```python block, then the template's
     end of turn. First turns, and with `sft_fix_dialogs` (and a judge) second turns after a wrong answer
     and its real feedback (`feedback_fix_dialogs`), so a feedback turn is not a context the policy has
-    never seen. Uses its own short-lived Learner (own learning rate, no checkpoints).
+    never seen. Uses its own short-lived Learner (own learning rate, no checkpoints); the warmed-up model
+    is saved to `start_model_path(config)`, where RLEF's reference is loaded from, now and on resume.
     """
     from swerl.trainers.dialog import feedback_fix_dialogs
     from swerl.trainers.sft import answer_suffix
@@ -524,7 +556,7 @@ def sft_warmup(
         for solution in task.problem.python_solutions[:1]
     ]
     if config.sft_fix_dialogs and judge is not None:
-        fixes = feedback_fix_dialogs(renderer, tasks, judge, answer_ids)
+        fixes = feedback_fix_dialogs(renderer, tasks, judge, answer_ids, config.sft_fix_constant)
         pairs += [(c, t) for c, t in fixes if len(c) + len(t) <= config.max_seq_length]
     if not pairs:
         raise ValueError("no reference solutions to warm up on")
@@ -555,6 +587,8 @@ def sft_warmup(
         history.append(row)
         log.log(step, row)
     log.close()
+    learner.save_pretrained(Path(start_model_path(config)), tokenizer)
+    barrier()
     return history
 
 
@@ -577,27 +611,53 @@ def evaluate_policy(trainer: RLEFTrainer, tasks: Sequence[ContestTask], **episod
         )
 
 
-def run(config: RLEFConfig, progress: bool = True, judge: Judge | None = None) -> dict[str, Any]:
-    """Everything `swerl train rlef` does: load, SFT warm-up, evaluate, RLEF, evaluate, save the report."""
+def run(
+    config: RLEFConfig,
+    progress: bool = True,
+    judge: Judge | None = None,
+    stop: Any = None,
+) -> dict[str, Any]:
+    """Everything `swerl train rlef` does: load, SFT warm-up, evaluate, RLEF, evaluate, save the report.
+
+    On resume the policy, the critic and both optimizers come from the checkpoint and rho from the start
+    model (`start_model_path`), so the resumed steps are the steps an uninterrupted run takes. `stop` is
+    `TrainLoop.train`'s (end the run early, e.g. to test a resume).
+    """
     import json
 
+    from swerl.errors import UserError
     from swerl.trainers.dialog import sandbox_judge
 
     ckpt, model, tokenizer = load_run(config)
-    tasks = load_tasks(config.train_file)[: config.max_train_samples]
-    eval_tasks = load_tasks(config.eval_file)[: config.max_eval_samples] if config.eval_file else []
+    tasks = load_tasks(config.train_file, config.generated_tests)[: config.max_train_samples]
+    eval_tasks = (
+        load_tasks(config.eval_file, config.generated_tests)[: config.max_eval_samples]
+        if config.eval_file
+        else []
+    )
     judge = judge or sandbox_judge(workers=config.sandbox_workers)
     out: dict[str, Any] = {"train_problems": len(tasks), "eval_problems": len(eval_tasks)}
     run_dir = write_config(config)
     if config.sft_warmup_steps and ckpt is None:
         out["sft"] = sft_warmup(model, tokenizer, tasks, config, progress=progress, judge=judge)
-    trainer = RLEFTrainer(config, model, tokenizer, tasks, judge=judge, progress=progress)
+    start = start_model_path(config)
+    if ckpt is not None and config.sft_warmup_steps and not (Path(start) / "config.json").exists():
+        raise UserError(f"resume_from_checkpoint: {start} (the SFT warm-up's model, RLEF's rho) is missing")
+    reference = load_reference(start, config.trust_remote_code)
+    trainer = RLEFTrainer(
+        config, model, tokenizer, tasks, judge=judge, reference=reference, progress=progress
+    )
+    feedbacks = (
+        {"": "execution", "_random_feedback": "random"} if config.eval_random_feedback else {"": "execution"}
+    )
     if eval_tasks and ckpt is None:
-        out["eval_before"] = evaluate_policy(trainer, eval_tasks)
-    out["history"] = trainer.train()
+        for suffix, feedback in feedbacks.items():
+            out[f"eval_before{suffix}"] = evaluate_policy(trainer, eval_tasks, feedback=feedback)
+    out["history"] = trainer.train(stop=stop)
     if eval_tasks:
-        out["eval_after"] = evaluate_policy(trainer, eval_tasks)
+        for suffix, feedback in feedbacks.items():
+            out[f"eval_after{suffix}"] = evaluate_policy(trainer, eval_tasks, feedback=feedback)
     if trainer.dist.is_main:
-        report = {k: out[k].as_dict() for k in ("eval_before", "eval_after") if k in out}
+        report = {k: v.as_dict() for k, v in out.items() if k.startswith(("eval_before", "eval_after"))}
         (run_dir / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return out

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from swerl.edit_format import canonical_answer
+from swerl.errors import UserError
 from swerl.learner import Learner
 from swerl.learner.dist import all_reduce
 from swerl.trainers.common import completion_logprobs, evaluate, pack_sequences
@@ -99,7 +100,10 @@ class SFTTrainer(TrainLoop):
             train_examples, tokenizer, config.max_seq_length, context_lines=context_lines
         )
         if not self.examples:
-            raise ValueError("no SFT example has a canonical answer that fits max_seq_length")
+            raise UserError(
+                f"no SFT example fits max_seq_length {config.max_seq_length} (or has an answer that "
+                f"SEARCH/REPLACE edits can express): raise max_seq_length or check train_file"
+            )
         self.eval_examples = list(eval_examples)
         self.reward_fn = reward_fn
         self.pad_id = pad_id(tokenizer, model)

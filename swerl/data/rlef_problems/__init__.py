@@ -1,10 +1,11 @@
-"""The bundled RLEF problem set (train / valid / test JSONL in the code_contests shape); see generate.py."""
+"""The bundled RLEF problem sets (train / valid / test, and the hidden-constant hidden_train / hidden_test
+for the feedback demonstration; JSONL in the code_contests shape); see generate.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-SPLITS = ("train", "valid", "test")
+SPLITS = ("train", "valid", "test", "hidden_train", "hidden_test")
 
 
 def bundled_path(split: str) -> Path:

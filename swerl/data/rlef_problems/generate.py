@@ -11,9 +11,15 @@ Why train also has two-digit constants (TRAIN_KS_WIDE): digits are single tokens
 of reading could make the model write them (its logits were only ever pushed down). Constants such as
 18 and 39 make every digit a copied target while the held-out constants 7, 8 and 9 stay unseen.
 
+The hidden-constant set (hidden_train / hidden_test) is for the feedback demonstration: its statements
+leave the constant out ("... plus a secret constant"), and the first public test reveals it (n = 0 for
+`n + k`, so the expected output is k itself). A first answer can only guess k; an answer after the
+execution feedback can read it, so using the feedback is exactly the skill that pays. Every problem of a
+family has the same statement, so nothing but the feedback tells problems apart.
+
 Tests are drawn from a fixed seed, so the files are reproducible:
 
-    python -m swerl.data.rlef_problems.generate      # rewrites train/valid/test.jsonl next to this file
+    python -m swerl.data.rlef_problems.generate      # rewrites every split's .jsonl next to this file
 """
 
 from __future__ import annotations
@@ -273,6 +279,85 @@ def problem(family: Family, k: int, rng: random.Random) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class HiddenFamily:
+    """A template whose constant k is left out of the statement; `reveal` is the public input whose
+    expected output shows k (the first public test), `make_input` draws the other tests' inputs."""
+
+    name: str
+    statement: str
+    solution: str
+    reveal: str
+    make_input: Callable[[random.Random, int], str]
+    answer: Callable[[str, int], str]
+
+
+HIDDEN_KS = tuple(range(2, 10))
+"""Single digits: one token each, so reading k from the feedback is copying one token."""
+HIDDEN_FAMILIES = (
+    HiddenFamily(
+        "hidden_add",
+        "Read an integer n. Print n plus a secret constant. The example tests show the constant.",
+        "n = int(input())\nprint(n + {k})",
+        "0",
+        _int,
+        lambda s, k: str(int(s) + k),
+    ),
+    HiddenFamily(
+        "hidden_mul",
+        "Read an integer n. Print n times a secret constant. The example tests show the constant.",
+        "n = int(input())\nprint(n * {k})",
+        "1",
+        _int,
+        lambda s, k: str(int(s) * k),
+    ),
+    HiddenFamily(
+        "hidden_repeat",
+        "Read a word. Print it a secret number of times, separated by spaces. The example tests show how "
+        "many.",
+        "w = input().strip()\nprint(*[w] * {k})",
+        "a",
+        _word,
+        lambda s, k: " ".join([s] * k),
+    ),
+)
+HIDDEN_COPIES = {"hidden_train": 4, "hidden_test": 2}
+"""Problems per (family, k) in each split; copies differ in their other tests' inputs."""
+
+
+def hidden_problem(family: HiddenFamily, k: int, copy: int, split: str, rng: random.Random) -> dict:
+    """One hidden-constant problem: public tests = the revealing input, then one random input."""
+    public = [family.reveal, family.make_input(rng, k)]
+    private = [family.make_input(rng, k) for _ in range(PRIVATE_TESTS)]
+
+    def tests(inputs: list[str]) -> dict[str, list[str]]:
+        return {"input": [i + "\n" for i in inputs], "output": [family.answer(i, k) + "\n" for i in inputs]}
+
+    return {
+        "name": f"{split}_{family.name}_{k}_{copy}",
+        "description": family.statement,
+        "public_tests": tests(public),
+        "private_tests": tests(private),
+        "generated_tests": {"input": [], "output": []},
+        "time_limit": {"seconds": 2, "nanos": 0},
+        "memory_limit_bytes": 256 * 1024 * 1024,
+        "solutions": {"language": [3], "solution": [family.solution.format(k=k) + "\n"]},
+    }
+
+
+def build_hidden(seed: int = 0) -> dict[str, list[dict]]:
+    rng = random.Random(seed + 2)
+    return {
+        split: [
+            hidden_problem(family, k, copy, split, rng)
+            for family in HIDDEN_FAMILIES
+            for k in HIDDEN_KS
+            for copy in range(copies)
+        ]
+        for split, copies in HIDDEN_COPIES.items()
+    }
+
+
 def build(seed: int = 0) -> dict[str, list[dict]]:
     rng = random.Random(seed)
     splits: dict[str, list[dict]] = {"train": [], "valid": [], "test": []}
@@ -291,7 +376,7 @@ def build(seed: int = 0) -> dict[str, list[dict]]:
 
 
 def main() -> None:
-    for split, rows in build().items():
+    for split, rows in {**build(), **build_hidden()}.items():
         with (HERE / f"{split}.jsonl").open("w", encoding="utf-8") as out:
             for row in rows:
                 out.write(json.dumps(row) + "\n")

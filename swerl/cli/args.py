@@ -1,0 +1,151 @@
+"""Argument types and help formatting shared by every `swerl` command.
+
+Why types instead of checks in each command: argparse reports a bad value as a usage error (exit 2) that
+names the option, before any work starts; a negative `--max-lines` or a directory given as `--input`
+then never gets as far as loading a model or scoring a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the line breaks of descriptions and epilogs, and appends each option's default to its help
+    unless the help text already states one (many say why the default is what it is)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        # Identity checks: a default of 0 is worth showing, though 0 == False.
+        shown = not (default is None or default is False or default is argparse.SUPPRESS or default == [])
+        if not action.option_strings and action.nargs not in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            shown = False  # a required positional has no default worth showing
+        if shown and "default" not in text.lower():
+            text += " (default: %(default)s)"
+        return text
+
+
+def apply_formatter(parser: argparse.ArgumentParser) -> None:
+    """Give `parser` and every subcommand parser under it the shared help formatter."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                apply_formatter(sub)
+
+
+def _number(kind: Callable[[str], float], text: str) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (counts of steps, rows, workers, tokens)."""
+    value = int(_number(int, text))
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0 (seeds, limits where 0 means none)."""
+    value = int(_number(int, text))
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (time limits, budgets in minutes)."""
+    value = _number(float, text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0 (temperatures: 0 means greedy)."""
+    value = _number(float, text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
+def unit_interval(text: str) -> float:
+    """A number in (0, 1] (top-p, similarity thresholds)."""
+    value = _number(float, text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def existing_file(text: str) -> Path:
+    """A path that is a readable file now, so a typo fails at once, not after the model has loaded."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    return path
+
+
+def existing_dir(text: str) -> Path:
+    """A path that is a directory now."""
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text} is a file, not a directory" if path.exists() else f"no such directory: {text}"
+        )
+    return path
+
+
+def existing_path(text: str) -> Path:
+    """A file or directory that exists now."""
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"no such file or directory: {text}")
+    return path
+
+
+def model_name(text: str) -> str:
+    """A hub id or a model directory: a local path that does not exist is refused now, rather than by a
+    hub-id error after the data has loaded."""
+    from swerl.configs import missing_model
+
+    problem = missing_model(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def output_file(text: str) -> Path:
+    """A file to write: not a directory, and its folder not a file (created when the command starts)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory; give a file name")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise argparse.ArgumentTypeError(f"{parent} is a file, so {text} cannot be written")
+            break
+    return path
+
+
+def output_dir(text: str) -> Path:
+    """A directory to write into: may not exist yet, but must not be a file (nor lie under one)."""
+    path = Path(text)
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                raise argparse.ArgumentTypeError(f"{candidate} is a file, not a directory")
+            break
+    return path

@@ -1,0 +1,118 @@
+"""A training run's directory is never overwritten or continued with other options by accident.
+
+Why: a second `swerl train` into the same `output_dir` used to truncate `metrics.jsonl` and replace
+`final/`, and `--resume` with nothing to resume from started again at step 1; both looked like success.
+`prepare_run_dir` runs before any model loads and decides:
+
+- a fresh start into a directory that holds a run is refused, unless `overwrite` (then the run's own
+  files are removed; anything else in the directory is left alone);
+- a resume needs a checkpoint, and the options recorded in the run's `config.yaml` must match the new
+  ones, except those that do not change what the steps compute (`RESUMABLE_CHANGES`).
+
+Only the process of global rank 0 checks and removes: other ranks may start seconds or minutes later
+and would see the files rank 0 has begun to write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from swerl.errors import UserError
+
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "final", "tensorboard", "plots")
+_CHECKPOINT = re.compile(r"^checkpoint-\d+(\.tmp)?$")
+RESUMABLE_CHANGES = frozenset(
+    {
+        "max_steps",  # run on for more steps (a decaying schedule then spans the new total)
+        "resume_from_checkpoint",
+        "logging_steps",
+        "save_steps",
+        "save_total_limit",
+        "report_to_tensorboard",
+        "output_dir",  # the same directory under another spelling
+    }
+)
+
+
+def run_files(run_dir: Path) -> list[str]:
+    """Names of what a training run wrote into `run_dir` (sorted; empty for a new directory)."""
+    if not run_dir.is_dir():
+        return []
+    return sorted(p.name for p in run_dir.iterdir() if p.name in RUN_FILES or _CHECKPOINT.match(p.name))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def changed_options(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """'key: old -> new' for each option that differs and matters to what the run computes."""
+    keys = sorted((set(recorded) | set(current)) - RESUMABLE_CHANGES)
+    return [
+        f"{key}: {_shown(recorded.get(key))} -> {_shown(current.get(key))}"
+        for key in keys
+        if recorded.get(key) != current.get(key)
+    ]
+
+
+def prepare_run_dir(config: Any, *, overwrite: bool = False, rank: int | None = None) -> None:
+    """Refuse (UserError) to start a run that would silently overwrite or mis-continue another; with
+    `overwrite`, remove the previous run's files. A no-op on ranks other than 0."""
+    rank = int(os.environ.get("RANK", "0")) if rank is None else rank
+    if rank != 0:
+        return
+    run_dir = Path(config.output_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"output_dir {run_dir} is a file, not a directory")
+    existing = run_files(run_dir)
+    if config.resume_from_checkpoint:
+        if overwrite:
+            raise UserError("--overwrite and --resume contradict each other: choose one")
+        _check_resume(config, run_dir)
+        return
+    if not existing:
+        return
+    if not overwrite:
+        raise UserError(
+            f"{run_dir} already holds a run ({', '.join(existing[:6])}); continue it with --resume, start it "
+            f"again with --overwrite, or set another output_dir"
+        )
+    for name in existing:
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _check_resume(config: Any, run_dir: Path) -> None:
+    from swerl.learner.layout import checkpoint_dirs
+
+    target = config.resume_from_checkpoint
+    if target == "latest":
+        if not checkpoint_dirs(run_dir):
+            raise UserError(
+                f"--resume: no checkpoint-N in {run_dir} to resume from (checkpoints are written every "
+                f"save_steps steps; with save_steps 0, or a run shorter than save_steps, only final/ is kept)"
+            )
+    else:
+        path = Path(target)
+        if not (path / "trainer_state.json").is_file():
+            raise UserError(f"--resume: {path} is not a checkpoint directory (no trainer_state.json)")
+    recorded_file = run_dir / "config.yaml"
+    if not recorded_file.is_file():
+        return
+    recorded = yaml.safe_load(recorded_file.read_text(encoding="utf-8")) or {}
+    changes = changed_options(recorded, config.to_dict())
+    if changes:
+        raise UserError(
+            f"--resume: {run_dir} was run with other options ({'; '.join(changes)}); resume with the options "
+            f"it was started with, or start a new output_dir"
+        )

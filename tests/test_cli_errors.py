@@ -1,0 +1,442 @@
+"""Bad input never ends in a traceback, and never leaves output that looks complete.
+
+Two tables. The first is generated from the parsers themselves: every number, file and directory
+argument of every command is given values it must refuse, and must be refused by name with exit status
+2 before anything runs; an argument whose type cannot refuse anything (a bare `int`, `float` or `Path`)
+fails the test, so a new option cannot slip in unchecked. The second is written by hand: files with the
+wrong contents, configs with wrong values, run directories that hold other runs; each must end with
+one `swerl: error:` line and exit status 1, and the outputs it names must not exist afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from swerl.cli import args as cli_args
+from swerl.cli import reward as cli_reward
+from swerl.cli.eval import parse_nk
+from swerl.cli.main import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _leaf_parsers(
+    parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()
+) -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    found: dict[tuple[str, ...], argparse.ArgumentParser] = {}
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return {prefix: parser}
+    for action in subs:
+        for name, sub in action.choices.items():
+            found |= _leaf_parsers(sub, (*prefix, name))
+    return found
+
+
+LEAVES = _leaf_parsers(build_parser())
+
+# Values each argument type must refuse. A file named "x.txt" is created in the working directory, and
+# "sub" is a directory there.
+BAD_VALUES: dict[Callable[[str], object], tuple[str, ...]] = {
+    cli_args.positive_int: ("-3", "0", "2.5", "abc"),
+    cli_args.nonnegative_int: ("-3", "abc"),
+    cli_args.positive_float: ("-1", "0", "nan", "abc"),
+    cli_args.nonnegative_float: ("-1", "inf", "abc"),
+    cli_args.unit_interval: ("0", "1.5", "-0.1", "abc"),
+    cli_args.existing_file: ("sub", "missing.jsonl"),
+    cli_args.existing_dir: ("x.txt", "missing-dir"),
+    cli_args.existing_path: ("missing-run",),
+    cli_args.output_file: ("sub", "x.txt/out.jsonl"),
+    cli_args.output_dir: ("x.txt", "x.txt/deeper"),
+    cli_reward._cap: ("-5", "lots"),
+    parse_nk: ("3@1", "0@3", "3", "a@b"),
+    cli_args.model_name: ("./missing-model", "x.txt", "a/b/c"),
+}
+UNCHECKED = (int, float, Path)
+
+
+def _typed_options() -> list[tuple[tuple[str, ...], argparse.Action]]:
+    found = []
+    for command, parser in LEAVES.items():
+        for action in parser._actions:
+            if action.type is not None:
+                found.append((command, action))
+    return found
+
+
+TYPED = _typed_options()
+
+
+def _name(item: tuple[tuple[str, ...], argparse.Action]) -> str:
+    command, action = item
+    return " ".join(command) + " " + (action.option_strings[0] if action.option_strings else action.dest)
+
+
+@pytest.mark.parametrize("item", TYPED, ids=_name)
+def test_every_number_and_path_argument_refuses_bad_values(item, tmp_path, monkeypatch, capsys):
+    command, action = item
+    assert action.type not in UNCHECKED, (
+        f"swerl {' '.join(command)} {action.option_strings or action.dest}: type {action.type.__name__} "
+        "accepts nonsense; use a checked type from swerl.cli.args"
+    )
+    if action.type not in BAD_VALUES:
+        assert (action.choices is None and action.type is str) or callable(action.type)
+        pytest.skip(f"{action.type!r} takes free text")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.txt").write_text("a file\n")
+    (tmp_path / "sub").mkdir()
+    for bad in BAD_VALUES[action.type]:
+        given = [action.option_strings[0], bad] if action.option_strings else [bad]
+        with pytest.raises(SystemExit) as exit_info:
+            main([*command, *given])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2, (given, err)
+        label = action.option_strings[0] if action.option_strings else action.metavar or action.dest
+        assert f"argument {label}" in err, (given, err)
+        assert "Traceback" not in err
+
+
+def test_the_generated_table_covers_every_command():
+    """Each command with a file or number argument is in the table above (a regression guard for the
+    helper that walks the parsers)."""
+    commands = {command for command, _ in TYPED}
+    assert {("reward", "score"), ("data", "mine"), ("eval", "codecontests"), ("plot",), ("quickstart",)} <= (
+        commands
+    )
+
+
+# -- hand-written cases ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """argv with {tmp} for the workspace; the message the error must contain; paths that must not exist
+    afterwards (relative to the workspace)."""
+
+    name: str
+    argv: list[str]
+    message: str
+    absent: list[str] = field(default_factory=list)
+    code: int = 1
+
+
+def _rows(n: int = 2) -> list[dict[str, object]]:
+    return [
+        {
+            "instance_id": f"r{i}",
+            "problem_statement": "fix it",
+            "code_context": {"a.py": "x = 1\n"},
+            "oracle_new_content": {"a.py": "x = 2\n"},
+        }
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """Files with every kind of problem the cases below use."""
+    w = tmp_path
+    (w / "empty.jsonl").write_text("")
+    (w / "random.jsonl").write_bytes(bytes(range(256)) * 8)
+    (w / "latin1.jsonl").write_bytes(b'{"output": "caf\xe9"}\n')
+    pq.write_table(pa.table({"a": [1], "b": ["x"]}), w / "wrong.parquet")
+    (w / "fake.parquet").write_text("not parquet at all\n")
+    (w / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows()))
+    (w / "rows_bad.jsonl").write_text('{"problem_statement": "p"}\n')
+    (w / "model").mkdir()
+    (w / "config.json").write_text("{}")
+    good = {"model_name_or_path": str(w / "model"), "train_file": str(w / "rows.jsonl")}
+
+    def config(name: str, **values: object) -> None:
+        (w / name).write_text(yaml.safe_dump({**good, "output_dir": str(w / "run"), **values}))
+
+    config("good.yaml")
+    config("bad_values.yaml", learning_rate="1e-5", max_steps=2.5, scale_rewards="grup", num_generations=-1)
+    config("typo.yaml", num_generation=4)
+    config("missing_model.yaml", model_name_or_path=str(w / "no" / "model"))
+    config("missing_train.yaml", train_file=str(w / "no.jsonl"))
+    config("wrong_rows.yaml", train_file=str(w / "wrong.parquet"))
+    config("bad_rows.yaml", train_file=str(w / "rows_bad.jsonl"))
+    config("taken.yaml", output_dir=str(w / "taken"))
+    config("done.yaml", output_dir=str(w / "done"))
+    config("resumed.yaml", output_dir=str(w / "resumed"), beta=0.05)
+    (w / "broken.yaml").write_text("learning_rate: [1,\n")
+    (w / "empty.yaml").write_text("")
+    (w / "list.yaml").write_text("- 1\n- 2\n")
+    (w / "binary.yaml").write_bytes(b"\xff\xfe\x00bad")
+    (w / "conf_dir").mkdir()
+    (w / "taken").mkdir()
+    (w / "taken" / "metrics.jsonl").write_text('{"step": 1}\n')
+    (w / "done" / "final").mkdir(parents=True)
+    (w / "resumed" / "checkpoint-2").mkdir(parents=True)
+    (w / "resumed" / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    (w / "resumed" / "config.yaml").write_text(yaml.safe_dump({**good, "beta": 0.0}))
+    (w / "notgit").mkdir()
+    (w / "notmined").mkdir()
+    (w / "emptyrun").mkdir()
+    (w / "half").mkdir()
+    (w / "problem.json").write_text("{not json")
+    (w / "sol.py").write_text("print(1)\n")
+    return w
+
+
+CASES = [
+    Case(
+        "score an empty file",
+        ["reward", "score", "--input", "{tmp}/empty.jsonl", "--output", "{tmp}/o.jsonl"],
+        "no rows",
+        ["o.jsonl"],
+    ),
+    Case(
+        "score random bytes",
+        ["reward", "score", "--input", "{tmp}/random.jsonl", "--output", "{tmp}/o.jsonl"],
+        "none of its",
+        ["o.jsonl"],
+    ),
+    Case(
+        "score non-UTF-8 rows",
+        ["reward", "score", "--input", "{tmp}/latin1.jsonl", "--output", "{tmp}/o.jsonl"],
+        "not valid UTF-8",
+        ["o.jsonl"],
+    ),
+    Case(
+        "score a Parquet with wrong columns",
+        ["reward", "score", "--input", "{tmp}/wrong.parquet", "--output", "{tmp}/o.parquet"],
+        "no column output",
+        ["o.parquet"],
+    ),
+    Case(
+        "score a file that is not Parquet",
+        ["reward", "score", "--input", "{tmp}/fake.parquet", "--output", "{tmp}/o.parquet"],
+        "not a readable Parquet file",
+        ["o.parquet"],
+    ),
+    Case(
+        "score into another format",
+        ["reward", "score", "--input", "{tmp}/rows.jsonl", "--output", "{tmp}/o.parquet"],
+        "must match the input",
+        ["o.parquet"],
+    ),
+    Case(
+        "score an unknown format",
+        ["reward", "score", "--input", "{tmp}/good.yaml", "--output", "{tmp}/o.yaml"],
+        "unknown format",
+        ["o.yaml"],
+    ),
+    Case("config is a directory", ["train", "grpo", "--config", "{tmp}/conf_dir"], "is a directory", code=2),
+    Case("config missing", ["train", "sft", "--config", "{tmp}/nope.yaml"], "no such file", code=2),
+    Case(
+        "broken YAML", ["train", "grpo", "--config", "{tmp}/broken.yaml"], "not valid YAML at line 2", ["run"]
+    ),
+    Case("empty YAML", ["train", "grpo", "--config", "{tmp}/empty.yaml"], "model_name_or_path: required"),
+    Case("YAML list", ["train", "rlef", "--config", "{tmp}/list.yaml"], "expected a mapping"),
+    Case("YAML not text", ["train", "grpo", "--config", "{tmp}/binary.yaml"], "not UTF-8 text"),
+    Case(
+        "wrong values",
+        ["train", "grpo", "--config", "{tmp}/bad_values.yaml"],
+        "max_steps: input should be a valid integer",
+        ["run"],
+    ),
+    Case(
+        "a typo", ["train", "grpo", "--config", "{tmp}/typo.yaml"], "did you mean 'num_generations'", ["run"]
+    ),
+    Case(
+        "a field of another trainer",
+        ["train", "sft", "--config", "{tmp}/good.yaml", "--set", "beta=0.1"],
+        "unknown SFTConfig field 'beta'",
+        ["run"],
+    ),
+    Case(
+        "--set a string as a float",
+        ["train", "grpo", "--config", "{tmp}/good.yaml", "--set", "learning_rate=abc"],
+        "--set learning_rate: input should be a valid number",
+        ["run"],
+    ),
+    Case(
+        "--set without =",
+        ["train", "grpo", "--config", "{tmp}/good.yaml", "--set", "max_steps"],
+        "expected KEY=VALUE",
+        ["run"],
+    ),
+    Case(
+        "--set a bad choice",
+        ["train", "grpo", "--config", "{tmp}/good.yaml", "--set", "scale_rewards=grup"],
+        "'group', 'batch' or 'none'",
+        ["run"],
+    ),
+    Case(
+        "missing model path",
+        ["train", "grpo", "--config", "{tmp}/missing_model.yaml"],
+        "no such model directory",
+    ),
+    Case("missing train file", ["train", "sft", "--config", "{tmp}/missing_train.yaml"], "no such file"),
+    Case(
+        "Parquet rows with wrong columns",
+        ["train", "grpo", "--config", "{tmp}/wrong_rows.yaml"],
+        "no column oracle_new_content",
+        ["run"],
+    ),
+    Case(
+        "JSONL rows with wrong fields",
+        ["train", "sft", "--config", "{tmp}/bad_rows.yaml"],
+        "no column oracle_new_content",
+        ["run"],
+    ),
+    Case(
+        "a directory that holds a run",
+        ["train", "grpo", "--config", "{tmp}/taken.yaml"],
+        "already holds a run",
+        ["taken/config.yaml"],
+    ),
+    Case(
+        "--resume with only final/",
+        ["train", "grpo", "--config", "{tmp}/done.yaml", "--resume"],
+        "no checkpoint-N",
+        ["done/config.yaml"],
+    ),
+    Case(
+        "--resume a missing checkpoint",
+        ["train", "grpo", "--config", "{tmp}/good.yaml", "--resume", "{tmp}/ck"],
+        "not a checkpoint directory",
+        ["run"],
+    ),
+    Case(
+        "--resume with other options",
+        ["train", "grpo", "--config", "{tmp}/resumed.yaml", "--resume"],
+        "beta: 0.0 -> 0.05",
+    ),
+    Case(
+        "--resume and --overwrite",
+        ["train", "grpo", "--config", "{tmp}/taken.yaml", "--resume", "--overwrite"],
+        "contradict",
+    ),
+    Case(
+        "mine a directory that is not git",
+        ["data", "mine", "--local", "{tmp}/notgit", "--out", "{tmp}/m"],
+        "not a git repository",
+        ["m"],
+    ),
+    Case(
+        "stats of a directory that was not mined",
+        ["data", "stats", "{tmp}/notmined"],
+        "manifest",
+        ["notmined/stats"],
+    ),
+    Case("plot a run with no metrics", ["plot", "{tmp}/emptyrun"], "no such file", ["emptyrun/plots"]),
+    Case(
+        "sandbox a problem that is not JSON",
+        ["sandbox", "run", "--problem", "{tmp}/problem.json", "--solution", "{tmp}/sol.py"],
+        "problem.json",
+    ),
+    Case("no --config", ["train", "grpo"], "--config FILE is required", code=2),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_bad_input_is_one_line_and_leaves_nothing(case, workspace, capsys):
+    argv = [a.replace("{tmp}", str(workspace)) for a in case.argv]
+    if case.code == 2:
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        code = exit_info.value.code
+    else:
+        code = main(argv)
+    err = capsys.readouterr().err
+    assert code == case.code, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    if case.code == 1:
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("swerl: error: "), err
+        assert case.message in last, err
+    else:
+        assert case.message in err
+    for path in case.absent:
+        assert not (workspace / path).exists(), f"{path} left behind"
+
+
+def test_a_live_runs_half_written_line_is_left_out(workspace, capsys):
+    metrics = workspace / "half" / "metrics.jsonl"
+    metrics.write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n{"step": 3, "lo')
+    assert main(["plot", str(workspace / "half")]) == 0
+    assert (workspace / "half" / "plots" / "loss.png").is_file()
+    metrics.write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "lo\n{"step": 3, "loss": 1.5}\n')
+    assert main(["plot", str(workspace / "half")]) == 1
+    assert "line 2 is not JSON" in capsys.readouterr().err
+
+
+def test_overwrite_removes_only_the_runs_own_files(workspace):
+    from swerl.trainers.config import GRPOConfig
+    from swerl.trainers.rundir import prepare_run_dir
+
+    run = workspace / "taken"
+    (run / "checkpoint-3").mkdir()
+    (run / "notes.txt").write_text("mine")
+    config = GRPOConfig.from_yaml(workspace / "taken.yaml")
+    prepare_run_dir(config, overwrite=True)
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]
+    prepare_run_dir(config)  # now empty of runs: a fresh start is fine
+    prepare_run_dir(config, rank=1, overwrite=False)  # other ranks never check
+
+
+def test_an_unexpected_error_names_its_origin_and_how_to_report(monkeypatch, capsys):
+    from swerl.cli import plot
+
+    def broken(args: argparse.Namespace) -> int:
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(plot, "_run", broken)
+    parser_default = build_parser
+    monkeypatch.setattr("swerl.cli.main.build_parser", lambda: _with_run(parser_default(), broken))
+    assert main(["plot", str(ROOT)]) == 1
+    err = capsys.readouterr().err
+    assert "internal error: KeyError" in err and "test_cli_errors.py" in err and "--debug" in err
+    assert "Traceback" not in err
+    assert main(["--debug", "plot", str(ROOT)]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def _with_run(
+    parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            action.choices["plot"].set_defaults(run=run)
+    return parser
+
+
+def test_the_real_process_prints_one_line(tmp_path):
+    """Through `python -m swerl`, as a user runs it: exit status 1, one line, no traceback."""
+    (tmp_path / "empty.jsonl").write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "SWERL_DEBUG"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "swerl",
+            "reward",
+            "score",
+            "--quiet",
+            "--input",
+            str(tmp_path / "empty.jsonl"),
+            "--output",
+            str(tmp_path / "o.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [f"swerl: error: {tmp_path / 'empty.jsonl'}: no rows to score"]
