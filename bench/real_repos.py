@@ -7,7 +7,10 @@ Each clone (bare or not) is mined into OUT/<owner>__<name> with the default opti
 `--no-decontaminate` for SWE-bench repositories, whose rows are otherwise all dropped). Then, for up to
 `--check` random rows of each, the oracle patch is applied with `git apply --cached` to the row's base
 commit read into a scratch index (no checkout: nothing of the repository runs) and every file the
-oracle writes must then be byte for byte the file of the merge commit. Prints a Markdown table.
+oracle writes must then be byte for byte the file of the merge commit. With `--floor`, each repository
+is mined once first (to fill the clone cache), then `git log -p --first-parent` over the same history
+(output discarded) is timed right before the timed mining run, and the ratio is printed: a same-run
+baseline, so the machine's load affects both. Prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -57,6 +60,20 @@ def oracle_reproduces(git_dir: Path, row: dict) -> bool:
     return True
 
 
+def _git_dir(path: Path) -> Path:
+    """The git directory of a clone: `.git` in a work tree, the directory itself when bare."""
+    return path / ".git" if (path / ".git").exists() else path
+
+
+def floor_seconds(git_dir: Path) -> float:
+    """Wall time of `git log -p --first-parent` over the history (the least any miner must read)."""
+    started = time.perf_counter()
+    subprocess.run(
+        git_argv(git_dir, "log", "-p", "--first-parent", "HEAD"), stdout=subprocess.DEVNULL, check=True
+    )
+    return time.perf_counter() - started
+
+
 def mine_one(name: str, path: Path, out: Path, clones: Path, extra: list[str]) -> dict:
     target = out / name.replace("/", "__")
     cmd = [sys.executable, "-m", "swerl.cli.data", "mine", "--local", str(path), "--repo-name", name]
@@ -80,7 +97,6 @@ def mine_one(name: str, path: Path, out: Path, clones: Path, extra: list[str]) -
         "rows": rows,
         "drops": drops,
         "seconds": seconds,
-        "git_dir": Path(manifest["config"]["source"]["path"]),
     }
 
 
@@ -90,20 +106,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--check", type=int, default=0, help="rows per repository to check the oracle of")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--floor", action="store_true", help="also time git log -p --first-parent (see above)"
+    )
     args, extra = parser.parse_known_args(argv)
     clones = args.out / "clones"
     results = []
     for spec in args.repos:
         name, _, path = spec.partition("=")
+        floor = None
+        if args.floor:
+            mine_one(name, Path(path), args.out / "warm-up", clones, extra)
+            floor = floor_seconds(_git_dir(Path(path)))
         result = mine_one(name, Path(path), args.out, clones, extra)
+        result["floor"] = floor
         if args.check:
-            git_dir = clones / (name.replace("/", "__") + ".git")
+            git_dir = _git_dir(Path(path))
             sample = random.Random(args.seed).sample(result["rows"], min(args.check, len(result["rows"])))
             result["checked"] = (sum(oracle_reproduces(git_dir, row) for row in sample), len(sample))
         results.append(result)
         print(f"{name}: {len(result['rows'])} rows in {result['seconds']:.1f} s", file=sys.stderr)
     reasons = [r for r, _ in sum((res["drops"] for res in results), Counter()).most_common(6)]
     head = ["repository", "first-parent commits", "candidates", "rows", *reasons, "other drops", "wall s"]
+    if args.floor:
+        head += ["git log -p s", "ratio"]
     if args.check:
         head.append("oracle reproduces merge")
     print("| " + " | ".join(head) + " |")
@@ -112,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         other = sum(n for r, n in res["drops"].items() if r not in reasons)
         cells = [res["name"], res["commits"], res["candidates"], len(res["rows"])]
         cells += [res["drops"].get(r, 0) for r in reasons] + [other, f"{res['seconds']:.1f}"]
+        if args.floor:
+            cells += [f"{res['floor']:.1f}", f"{res['seconds'] / res['floor']:.1f}x"]
         if args.check:
             ok, n = res["checked"]
             cells.append(f"{ok}/{n}")
