@@ -202,12 +202,21 @@ class Manifest:
                     f"{out} holds a run of another version of the pipeline (layout {data.get('version')}, "
                     f"this is {VERSION}); use a new output directory or delete this one"
                 )
+            finished = any(stage.get("shards") for stage in data.get("stages", {}).values())
+            if data.get("config") != json.loads(json.dumps(dict(config))) and not finished:
+                # A run that failed before finishing anything (a wrong ref, an unreadable source):
+                # nothing to keep, so the corrected command starts afresh instead of being refused.
+                return cls._fresh(out, config)
             if data.get("config") != json.loads(json.dumps(dict(config))):
                 raise ValueError(
                     f"{out} holds a run with a different configuration; use a new output directory "
                     "(or delete this one) to change options"
                 )
             return cls(out, data)
+        return cls._fresh(out, config)
+
+    @classmethod
+    def _fresh(cls, out: Path, config: Mapping[str, Any]) -> Manifest:
         out.mkdir(parents=True, exist_ok=True)
         manifest = cls(out, {"version": VERSION, "config": dict(config), "stages": {}, "state": {}})
         manifest.save()
