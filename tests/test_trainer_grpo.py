@@ -116,7 +116,7 @@ def test_resume_keeps_the_start_model_as_the_kl_anchor(tiny_dir: Path, tmp_path:
     straight = make_trainer(tiny_dir, tmp_path / "a", save_steps=2, max_steps=3, beta=0.05).train()
     ckpt = tmp_path / "a" / "checkpoint-2"
     resumed = make_trainer(
-        ckpt / "model",
+        ckpt,
         tmp_path / "b",
         reference=load_reference(str(tiny_dir)),
         max_steps=3,
