@@ -34,6 +34,7 @@ from data_pipeline.gitstore import GitError, ensure_bare_clone, resolve
 from data_pipeline.refs import closing_issues, commit_problem_text, pr_number_from_commit
 from data_pipeline.schema import Candidate, instance_id
 from data_pipeline.spill import Membership, SpillMap
+from swerl.errors import UserError
 
 if TYPE_CHECKING:  # PyGithub is imported only where a token makes the API worth asking
     from data_pipeline.sources.github import PullLookup
@@ -252,6 +253,10 @@ class GHArchiveSource:
     def prepare(self, state: dict[str, Any]) -> None:
         if "files" not in state:
             state["files"] = [p.name for p in archive_files(self.folder)]
+            if not state["files"]:
+                raise UserError(
+                    f"{self.folder}: no GH Archive dumps (YYYY-MM-DD-H.json.gz) in this directory"
+                )
 
     def git_dir(self, repo: str) -> Path:
         return ensure_bare_clone(self.cache, repo, self.clone_url.format(repo=repo))
@@ -290,6 +295,8 @@ class GHArchiveSource:
                         readable.append(path)
                         for pr in found:
                             pulls.put(_pr_key(pr["repo"], pr["number"]), pr)
+                    if files and not readable:  # a result of 0 rows would pass for "nothing to mine"
+                        raise UserError(f"{self.folder}: none of its {len(files)} dumps could be read")
                     # The closed PRs, completed where their events were trimmed (their text names the
                     # issues to read in pass 2).
                     for key, pr in self._closed(pulls):
