@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +257,49 @@ def test_dr_grpo_gspo_and_overlong_penalty_train(tiny_dir: Path, tmp_path: Path)
     for row in trainer.train():
         assert row["reward"] == pytest.approx(0.5 - row["completions/mean_length"] / 8)
         assert math.isfinite(row["loss"])
+
+
+class FakeWandb:
+    """Records what `wandb.init` / `run.log` / `run.finish` receive (wandb's API as of 0.31: `init` returns
+    a run with `log(dict, step=)` and `finish()`); CI has no wandb and no network."""
+
+    def __init__(self) -> None:
+        self.inits: list[dict[str, Any]] = []
+        self.logged: list[tuple[int, dict[str, float]]] = []
+        self.finished = 0
+
+    def init(self, **kwargs: Any) -> FakeWandb:
+        self.inits.append(kwargs)
+        return self
+
+    def log(self, data: dict[str, float], step: int) -> None:
+        self.logged.append((step, data))
+
+    def finish(self) -> None:
+        self.finished += 1
+
+
+def test_report_to_wandb_logs_every_row_and_resumes_the_same_run(
+    tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from swerl.errors import UserError
+    from swerl.learner import MetricsLogger
+
+    fake = FakeWandb()
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    trainer = make_trainer(tiny_dir, tmp_path, report_to_wandb=True, wandb_project="p", max_steps=2)
+    trainer.train()
+    (init,) = fake.inits
+    assert init["project"] == "p" and init["config"]["num_generations"] == 4
+    assert init["dir"] == str(tmp_path) and init["resume"] == "allow"
+    rows = read_metrics(tmp_path)
+    assert [step for step, _ in fake.logged] == [r["step"] for r in rows] == [1, 2]
+    assert fake.logged[1][1]["reward"] == rows[1]["reward"] and fake.finished == 1
+    MetricsLogger(tmp_path, initial_step=2, progress=False, tensorboard=False, wandb={}).close()
+    assert fake.inits[1]["id"] == init["id"]  # a resumed run continues the same W&B run
+    monkeypatch.setitem(sys.modules, "wandb", None)  # not installed
+    with pytest.raises(UserError, match="pip install wandb"):
+        MetricsLogger(tmp_path / "x", progress=False, tensorboard=False, wandb={})
 
 
 def test_packed_log_probs_ignore_padding(tiny_dir: Path) -> None:

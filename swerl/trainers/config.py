@@ -49,6 +49,9 @@ class TrainConfig(LearnerConfig):
         save_total_limit: keep the newest N checkpoints (None: all).
         resume_from_checkpoint: a checkpoint directory, or "latest" for the newest in output_dir.
         report_to_tensorboard: also write TensorBoard event files (when tensorboard is installed).
+        report_to_wandb: also log to Weights & Biases (needs `pip install wandb`; WANDB_MODE=offline
+            keeps the run on disk under output_dir/wandb). A resumed run continues the same W&B run.
+        wandb_project: the W&B project the run is logged to.
         trust_remote_code: passed to from_pretrained.
         max_train_samples / max_eval_samples: use only the first N rows of train_file / eval_file.
     """
@@ -65,6 +68,8 @@ class TrainConfig(LearnerConfig):
     save_total_limit: PositiveInt | None = 2
     resume_from_checkpoint: str | None = None
     report_to_tensorboard: bool = True
+    report_to_wandb: bool = False
+    wandb_project: str = "swerl"
     trust_remote_code: bool = False
     max_train_samples: PositiveInt | None = None
     max_eval_samples: PositiveInt | None = None

@@ -75,6 +75,7 @@ class TrainLoop:
             tensorboard=cfg.report_to_tensorboard,
             progress=self.progress,
             desc=self.desc,
+            wandb={"project": cfg.wandb_project, "config": cfg.to_dict()} if cfg.report_to_wandb else None,
         )
         history = []
         while self.step < total:
