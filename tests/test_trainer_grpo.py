@@ -302,6 +302,25 @@ def test_report_to_wandb_logs_every_row_and_resumes_the_same_run(
         MetricsLogger(tmp_path / "x", progress=False, tensorboard=False, wandb={})
 
 
+def test_vllm_engine_starts_from_the_checkpoint_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed run's vLLM engine loads the checkpoint's model, not model_name_or_path (the base)."""
+    import swerl.rollout.vllm_engine as vllm_engine
+    from swerl.trainers.loop import build_engine
+
+    built: list[str] = []
+    monkeypatch.setattr(vllm_engine, "VLLMEngine", lambda path, **kwargs: built.append(path))
+    config = GRPOConfig(model_name_or_path="base/model", output_dir=str(tmp_path), rollout_engine="vllm")
+    build_engine(config, None, None)
+    ckpt = tmp_path / "checkpoint-2"
+    ckpt.mkdir()
+    (ckpt / "trainer_state.json").write_text("{}")
+    config.resume_from_checkpoint = "latest"
+    build_engine(config, None, None)
+    assert built == ["base/model", str(ckpt)]
+
+
 def test_packed_log_probs_ignore_padding(tiny_dir: Path) -> None:
     """Left-padded prompts and right-padded completions score each row as if it were alone."""
     model, _ = load_model_and_tokenizer(tiny_dir)
