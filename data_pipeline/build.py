@@ -25,7 +25,7 @@ import atexit
 import os
 import time
 from collections import Counter, OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,6 +61,8 @@ class BuildTask:
     drops: Path
     git_dirs: dict[str, str]
     config: MineConfig
+    # Mined repository -> the benchmark repository its commits show it to be (`decontam.identify`).
+    identities: dict[str, str] = field(default_factory=dict)
     # Leave the extracted rows in this process for the shard's render: only where the engine runs both
     # stages of a shard on one process (`engines.SAME_PROCESS`); elsewhere they would only hold memory.
     keep: bool = True
@@ -79,6 +81,7 @@ class RenderTask:
     drops: Path
     git_dirs: dict[str, str]
     config: MineConfig
+    identities: dict[str, str] = field(default_factory=dict)
 
 
 # Git processes (object readers, patch readers) kept open across the shards a process runs, so that
@@ -142,18 +145,22 @@ def _fingerprinted(records: list[dict[str, Any]], threshold: float) -> list[tupl
 
 
 def _extract_shard(
-    candidates_path: Path, git_dirs: dict[str, str], config: MineConfig
+    candidates_path: Path, git_dirs: dict[str, str], config: MineConfig, identities: dict[str, str]
 ) -> tuple[list[tuple[Candidate, Extracted]], list[dict[str, str]]]:
     """Filter, decontaminate and extract one shard: the extracted rows and the drops, in shard order."""
     decon = Decontaminator.build(
-        config.decontaminate, config.decontamination_ids, config.decontamination_repos
+        config.decontaminate,
+        config.decontamination_ids,
+        config.decontamination_repos,
+        config.decontaminate_mode,
+        identities,
     )
     candidates = [Candidate(**record) for record in read_rows(candidates_path)]
     outcome: list[tuple[Candidate, Extracted] | dict[str, str] | None] = [None] * len(candidates)
     by_repo: dict[str, list[int]] = {}
     for i, candidate in enumerate(candidates):
         reason = candidate_drop_reason(candidate, config.filters)
-        contaminated = decon.reason(candidate.instance_id, candidate.repo)
+        contaminated = decon.reason(candidate.instance_id, candidate.repo, candidate.pull_number)
         if reason is not None:
             outcome[i] = drop(candidate.instance_id, candidate.repo, "filter", reason)
         elif contaminated is not None:
@@ -182,7 +189,7 @@ def prepare_shard(task: BuildTask) -> Prepared:
     """Filter, decontaminate and extract one shard; the rows stay in this process for the render when
     `task.keep`."""
     started = time.process_time()
-    rows, drops = _extract_shard(task.candidates, task.git_dirs, task.config)
+    rows, drops = _extract_shard(task.candidates, task.git_dirs, task.config, task.identities)
     if task.keep:
         _PREPARED[str(task.rows)] = rows
         while len(_PREPARED) > _PREPARED_MAX:
@@ -208,7 +215,7 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
     count = token_counter(config.tokenizer)
     prepared = _PREPARED.pop(str(task.prepared), None)
     if prepared is None:
-        prepared, _ = _extract_shard(task.candidates, task.git_dirs, config)
+        prepared, _ = _extract_shard(task.candidates, task.git_dirs, config, task.identities)
     kept = [(c, r) for c, r in prepared if c.instance_id not in task.dropped]
     outcome: list[dict[str, Any] | None] = [None] * len(kept)
     drops: list[tuple[int, dict[str, str]]] = []

@@ -3,15 +3,16 @@
 Spawning git once per commit would cost more than the diff itself on a long history, so the commit
 listing (for `--local`) reads one long `git log` stream, and the patch extraction one `git diff-tree
 --stdin` process kept open per repository and worker; both are split into commits as they arrive.
-Memory holds one commit of the listing at a time, and one batch of 128 commits' patches. Merges are
-diffed against their first parent, which is the base branch, so a merge commit and a squash commit both
-give the PR's change. Renames are not detected: a rename is a deletion plus an addition, which keeps
-every path's patch self-contained.
+Memory holds one commit of the listing at a time, and one batch of 128 PRs' patches. A PR's change is
+its last commit diffed against its base: the first parent (the base branch) for a merge commit and for
+a squash commit, the commit before the first rebased one for a rebase merge (see `extract`). Renames are
+not detected: a rename is a deletion plus an addition, which keeps every path's patch self-contained.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,8 +25,8 @@ _FIELD = "\x1f"
 _CHUNK = 1 << 20
 
 
-def _records(argv: list[str]) -> Iterator[bytes]:
-    """Run git and yield the output split on the record separator, one record at a time."""
+def _records(argv: list[str], separator: bytes = _RECORD) -> Iterator[bytes]:
+    """Run git and yield the output split on `separator`, one record at a time."""
     with subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=safe_env()
     ) as proc:
@@ -35,7 +36,7 @@ def _records(argv: list[str]) -> Iterator[bytes]:
         # of the output, and with it the first shard, on a history of a few thousand commits.
         while chunk := proc.stdout.read1(_CHUNK):
             buffer += chunk
-            *complete, buffer = buffer.split(_RECORD)
+            *complete, buffer = buffer.split(separator)
             yield from (record for record in complete if record)
         if buffer:
             yield buffer
@@ -60,12 +61,17 @@ def first_parent_history(git_dir: Path, head: str) -> Iterator[CommitInfo]:
     """The commits on the first-parent line of `head`, oldest first (a stable order for sharding).
 
     `--reverse` makes git hold the list of commits, not their contents: a few dozen bytes per commit.
+    Records and fields are separated by control characters around a random token drawn for this
+    listing: a message or name may hold any byte (separators included), but not a token it cannot know.
+    Messages come re-encoded to UTF-8 from the encoding their commit declares; bytes that are not UTF-8
+    all the same are replaced, not fatal.
     """
-    fmt = "%x1e%H%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%B"
-    argv = git_argv(git_dir, "log", "--first-parent", "--reverse", f"--format={fmt}", head, "--")
-    for record in _records(argv):
-        text = record.decode("utf-8", "replace")
-        sha, parents, name, email, date, message = text.split(_FIELD, 5)
+    token = secrets.token_hex(8)
+    record, field = f"{_RECORD.decode()}{token}", f"{_FIELD}{token}"
+    fmt = field.join(("%H", "%P", "%an", "%ae", "%aI", "%B"))
+    argv = git_argv(git_dir, "log", "--first-parent", "--reverse", f"--format={record}{fmt}", head, "--")
+    for raw in _records(argv, record.encode()):
+        sha, parents, name, email, date, message = raw.decode("utf-8", "replace").split(field, 5)
         yield CommitInfo(sha, tuple(parents.split()), name, email, date, message.strip("\n"))
 
 
@@ -89,11 +95,14 @@ class FileChange:
 
 @dataclass
 class CommitPatch:
-    """A commit diffed against its first parent."""
+    """The change a PR made: its last commit (`sha`) diffed against the PR's base (`parent`: the first
+    parent for a merge or squash commit, the commit before the first rebased one for a rebase merge).
+    `error` says why git could not hand the diff over (then `changes` is empty)."""
 
     sha: str
-    parent: str | None
+    parent: str
     changes: list[FileChange] = field(default_factory=list)
+    error: str | None = None
 
 
 def _parse_raw(line: str) -> FileChange:
@@ -115,15 +124,9 @@ def _section_path(header: bytes) -> str | None:
     return None
 
 
-def _record_sha(record: bytes) -> str:
-    """The commit id a record's header line starts with."""
-    return record.split(None, 1)[0].decode("ascii")
-
-
-def _parse_commit(record: bytes) -> CommitPatch:
-    head, _, body = record.partition(b"\n")
-    sha, *parents = head.decode("ascii").split()
-    commit = CommitPatch(sha, parents[0] if parents else None)
+def parse_diff(base: str, head: str, body: bytes) -> CommitPatch:
+    """The changes from `base` to `head` out of git's `--raw -p` output for that pair (`body`)."""
+    commit = CommitPatch(head, base)
     body = body.lstrip(b"\n")
     raw, _, patch = body.partition(b"\n\n") if body.startswith(b":") else (b"", b"", body)
     by_path: dict[str, FileChange] = {}
@@ -147,8 +150,7 @@ def _parse_commit(record: bytes) -> CommitPatch:
 
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256, as git prints them
 _DIFF_OPTIONS = (
-    "--root",
-    "--diff-merges=first-parent",
+    "--no-commit-id",
     "--no-renames",
     "--raw",
     "-p",
@@ -157,79 +159,149 @@ _DIFF_OPTIONS = (
     "--no-ext-diff",
     "--no-textconv",
     "--no-color",
-    "--format=%x1e%H %P",
 )
+# A diff this large is no training row (the filters stop at hundreds of lines and 256 KB files) and would
+# hold memory: its bytes are skipped as they arrive and the PR is dropped as `patch_too_large`.
+MAX_DIFF_BYTES = 32 << 20
+TOO_LARGE = "patch_too_large"
 
 
 class PatchReader(GitPipe):
-    """Commits with their raw changes and patch against their first parent, from one persistent
-    `git diff-tree --stdin` per repository and process (external diff drivers and textconv off, so the
-    patch is git's own view of the bytes).
+    """Diffs between pairs of commits (a PR's base and its last commit) from one persistent `git
+    diff-tree --stdin` per repository and process (external diff drivers and textconv off, so the patch
+    is git's own view of the bytes).
 
     A `git log -p` per shard started cold: it paid a process start and re-inflated the delta chain of
     every blob it diffed, which the previous shard's process had just done; kept open across the shards
     a worker runs, git's delta base cache stays warm (about 40% less CPU in git for the same patches).
-    diff-tree answers each commit name it reads with that commit's record (the same bytes as `git log`
-    with these options) and echoes, then flushes, any line that is not an object name. So after each
-    batch of names one such line is written, and the answer is read up to its echo: one round trip per
-    batch. No line of git's output can equal it: record headers start with the record separator, raw
-    lines with ":", patch lines with a diff prefix.
+
+    A line `HEAD BASE` asks for commit HEAD diffed against BASE as if BASE were its only parent (the
+    form diff-tree documents as a commit followed by its parents), whatever HEAD's real parents are.
+    Framing: diff-tree echoes, then flushes, any input line that is not an object name. Each pair is
+    sent after a line `<RS><n>` (RS = 0x1e), which comes back as the header of its diff, and each batch
+    ends with a line that comes back after its last diff. Only these echoes can start a line with RS or
+    `swerl:`: raw lines start with ":", patch lines with a diff prefix (" ", "+", "-", "\\", "diff",
+    "index", ...), and git quotes control characters in paths. So the output is split on a newline
+    followed by RS, never on a bare RS: a file's content may hold that byte anywhere, even right after a
+    diff prefix (real histories do: psf/requests has over ten thousand RS bytes in its patches).
     """
 
-    # Names per write: 41 bytes each stays far below a pipe's buffer, so git is never blocked writing
+    # Pairs per write: ~90 bytes each stays far below a pipe's buffer, so git is never blocked writing
     # answers while we are still writing questions (see `ObjectReader._BATCH`). A batch's answers are held
     # together (`patches`): a shard's worth at the default shard size.
     _BATCH = 128
     _END = b"swerl: end of batch\n"
 
     def __init__(self, git_dir: Path) -> None:
-        super().__init__(git_dir, "diff-tree", "--stdin", *_DIFF_OPTIONS)
+        self.git_dir = git_dir
+        self._args = ("diff-tree", "--stdin", *_DIFF_OPTIONS)
+        super().__init__(git_dir, *self._args)
 
-    def patches(self, shas: list[str]) -> Iterator[CommitPatch]:
-        """Each commit of `shas` (existing commits, same order) diffed against its first parent; a
-        root commit against the empty tree, with no parent.
+    def _restart(self) -> None:
+        """A fresh diff-tree after one that failed or was abandoned mid-answer: what is left of that
+        answer in the old pipe can never be read as the next one's."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self.close()
+        super().__init__(self.git_dir, *self._args)
 
-        Each batch is asked for in reverse and its records are handed out in the order given. Callers
-        list commits oldest first (history order, as shards hold them), and packs store a file's newest
-        version whole and older ones as deltas against newer ones: asked newest first, each diff finds
-        the bases it needs in git's delta base cache, filled by the commit before it (15% less CPU in
-        git for a shard's patches). So a batch's records (at most `_BATCH` commits) are in memory at
-        once, not one commit's.
+    def patches(self, pairs: list[tuple[str, str]]) -> Iterator[CommitPatch]:
+        """The diff of each (base, head) pair of existing commits, in the order given.
 
-        A name that is not a full object id (an abbreviation, a ref) gives nothing: diff-tree would echo
-        it into the output, and `git log` answered it under the commit's full id, which no caller
-        looking for the name found either."""
-        assert self._proc.stdin is not None
-        shas = [sha for sha in shas if _OBJECT_ID.fullmatch(sha)]
-        for start in range(0, len(shas), self._BATCH):
-            chunk = shas[start : start + self._BATCH]
-            self._proc.stdin.write("".join(sha + "\n" for sha in reversed(chunk)).encode() + self._END)
-            self._proc.stdin.flush()
-            done = False
+        Each batch is asked for in reverse and its diffs are handed out in the order given. Callers list
+        PRs oldest first (history order, as shards hold them), and packs store a file's newest version
+        whole and older ones as deltas against newer ones: asked newest first, each diff finds the bases
+        it needs in git's delta base cache, filled by the diff before it (15% less CPU in git for a
+        shard's patches). So a batch's diffs (at most `_BATCH`) are in memory at once.
+
+        A batch git fails on (it exits on an object it cannot read) is asked again one pair at a time,
+        each with a fresh process if need be, so one bad commit costs only its own PR: its CommitPatch
+        carries the `error`. A pair whose names are not full object ids gives nothing."""
+        pairs = [pair for pair in pairs if all(_OBJECT_ID.fullmatch(sha) for sha in pair)]
+        for start in range(0, len(pairs), self._BATCH):
+            chunk = pairs[start : start + self._BATCH]
             try:
-                answers = {_record_sha(record): record for record in self._batch_records()}
-                done = True
-            finally:
-                if not done:
-                    # Failed mid-batch: the rest of the batch's answer is still in the pipe and would be
-                    # read as the next batch's. End the process instead; the next caller gets a fresh
-                    # one (see `alive`).
-                    self._proc.kill()
-                    self.close()
-            yield from (_parse_commit(answers[sha]) for sha in chunk if sha in answers)
+                answers = self._ask(chunk)
+            except GitError:
+                self._restart()
+                answers = {}
+                for pair in chunk:
+                    try:
+                        answers.update(self._ask([pair]))
+                    except GitError as err:
+                        self._restart()
+                        answers[pair] = CommitPatch(pair[1], pair[0], error=str(err)[:200])
+            yield from (answers[pair] for pair in chunk)
 
-    def _batch_records(self) -> Iterator[bytes]:
-        """The records of one batch, split on the record separator as they arrive, up to the echo that
-        ends the batch."""
+    def _ask(self, chunk: list[tuple[str, str]]) -> dict[tuple[str, str], CommitPatch]:
+        """One round trip: the diffs of `chunk`'s pairs, each parsed as it is complete."""
+        assert self._proc.stdin is not None
+        order = list(reversed(chunk))
+        request = b"".join(
+            b"\x1e%d\n%s %s\n" % (i, head.encode(), base.encode()) for i, (base, head) in enumerate(order)
+        )
+        done = False
+        try:
+            try:
+                self._proc.stdin.write(request + self._END)
+                self._proc.stdin.flush()
+            except (BrokenPipeError, OSError) as err:
+                raise GitError(f"git diff-tree exited: {err}") from None
+            answers: dict[tuple[str, str], CommitPatch] = {}
+            for index, body in self._batch_records():  # a framing fault is git's failure too
+                base, head = order[index]
+                if body is None:
+                    answers[(base, head)] = CommitPatch(head, base, error=TOO_LARGE)
+                else:
+                    answers[(base, head)] = parse_diff(base, head, body)
+            # A pair whose diff is empty (the PR changed nothing at the end) gets no record.
+            for base, head in chunk:
+                answers.setdefault((base, head), CommitPatch(head, base))
+            done = True
+            return answers
+        finally:
+            if not done:
+                self._restart()
+
+    def _batch_records(self) -> Iterator[tuple[int, bytes | None]]:
+        """(request number, diff) of each pair of one batch as it is complete, up to the echo that ends
+        the batch; None for a diff over `MAX_DIFF_BYTES`, whose bytes are dropped as they arrive."""
         assert self._proc.stdout is not None
-        buffer = b""
+        end = b"\n" + self._END
+        buffer = bytearray(b"\n")  # every header, the first one too, follows a newline
+        skipping = False
         while True:
             chunk = self._proc.stdout.read1(_CHUNK)
             if not chunk:
                 raise GitError("git diff-tree exited")
+            searched = max(0, len(buffer) - 1)
             buffer += chunk
-            if buffer.endswith(self._END) and (buffer == self._END or buffer[-len(self._END) - 1] == 10):
+            if skipping:  # inside a diff over the limit: only its end is looked for
+                first = buffer.find(b"\n\x1e", searched)
+                if first < 0:
+                    if buffer.endswith(end):
+                        return
+                    del buffer[: -len(end)]
+                    continue
+                del buffer[:first]
+                skipping, searched = False, 0
+            if buffer.endswith(end):
                 break
-            *complete, buffer = buffer.split(_RECORD)
-            yield from (record for record in complete if record)
-        yield from (record for record in buffer[: -len(self._END)].split(_RECORD) if record)
+            cut = buffer.rfind(b"\n\x1e", searched)
+            if cut > 0:
+                yield from _framed(bytes(buffer[: cut + 1]))
+                del buffer[:cut]
+            elif len(buffer) > MAX_DIFF_BYTES:
+                index, _, _ = bytes(buffer[2:24]).partition(b"\n")
+                yield int(index), None
+                skipping = True
+                del buffer[: -len(end)]
+        yield from _framed(bytes(buffer[: -len(self._END)]))
+
+
+def _framed(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(request number, diff) of each complete record in `data`: whole records, each after a newline and
+    ending with one."""
+    for piece in data[:-1].split(b"\n\x1e")[1:]:
+        index, _, body = piece.partition(b"\n")
+        yield int(index), (body + b"\n" if body else b"")

@@ -16,6 +16,8 @@ class FilterConfig:
     max_file_bytes: int = 256_000
     min_problem_chars: int = 10
     require_issue: bool = True
+    # File suffixes (no dot) of which a PR must change at least one source file; empty: any language.
+    languages: tuple[str, ...] = ("py",)
     bot_authors: tuple[str, ...] = (
         "dependabot",
         "renovate",
@@ -69,6 +71,8 @@ class MineConfig:
     # bench, with a shorter tail and less memory than 192-256.
     shard_size: int = 128
     decontaminate: bool = True
+    # "repository": nothing from a benchmark repository; "instances": only the benchmark's own PRs.
+    decontaminate_mode: str = "repository"
     decontamination_ids: tuple[str, ...] = ()
     decontamination_repos: tuple[str, ...] = ()
     dedup_threshold: float = 0.9

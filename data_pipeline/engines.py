@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -46,6 +48,26 @@ class Pending(Protocol[R]):
     def done(self) -> bool: ...
 
     def result(self) -> R: ...
+
+
+def die_with_parent(parent: int) -> None:
+    """Worker initializer: end this process when the process that started it (`parent`) ends, even by
+    `kill -9`, which gives the parent no chance to stop its workers. A worker would otherwise wait on
+    its task queue forever, and its git readers with it (they end when their input closes, that is when
+    the worker ends). Linux only (prctl PR_SET_PDEATHSIG); elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent ended before the request took effect
+        os._exit(1)
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """A process pool whose workers end with this process (`die_with_parent`)."""
+    return ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent, initargs=(os.getpid(),))
 
 
 # `submit(fn, task, worker)`: run `fn(task)` on worker process `worker` (`schedule.ShardPlan` decides
@@ -70,7 +92,7 @@ def open_engine(engine: str, workers: int) -> Iterator[Submit[Any, Any]]:
                 # (or copies the pages it touches to do so); it is given back when the engine closes.
                 gc.freeze()
                 stack.callback(gc.unfreeze)
-                pools = [stack.enter_context(ProcessPoolExecutor(max_workers=1)) for _ in range(workers)]
+                pools = [stack.enter_context(worker_pool(1)) for _ in range(workers)]
                 # Runs first on the way out: every worker is told to finish at once, and they exit side
                 # by side instead of one after the other (an exit takes tens of ms, mostly the kernel
                 # freeing the process's memory). Every task's result has been taken by then; the pools'

@@ -1,11 +1,12 @@
 """Stage 2: for each PR, the base and merged contents of every modified file and the patch between them.
 
-The merged commit is diffed against its first parent, which is the base commit for a merge and for a
-squash alike. Contents come from blobs, never a checkout. Each file's role (see `filters.file_role`)
-decides where it goes: source files become the oracle, tests become `test_patch`, the rest is listed as
-excluded. The oracle patch is git's own patch for the source files, and it is checked here to rebuild
-the oracle contents exactly from the base contents, so every row that leaves this stage satisfies the
-invariant `apply_patch_to_contents(base, oracle_patch) == oracle_new_content`.
+The merged commit is diffed against the PR's base: its first parent for a merge and for a squash
+commit alike, the commit before the first rebased one for a rebase merge. Contents come from blobs,
+never a checkout. Each file's role (see `filters.file_role`) decides where it goes: source files
+become the oracle, tests become `test_patch`, the rest is listed as excluded. The oracle patch is git's
+own patch for the source files, and it is checked here to rebuild the oracle contents exactly from the
+base contents, so every row that leaves this stage satisfies the invariant
+`apply_patch_to_contents(base, oracle_patch) == oracle_new_content`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from dataclasses import dataclass, field
 
 from unidiff import PatchSet
 
-from data_pipeline.commits import CommitPatch, FileChange, PatchReader
+from data_pipeline.commits import TOO_LARGE, CommitPatch, FileChange, PatchReader
 from data_pipeline.config import FilterConfig
 from data_pipeline.edges import EDGES, segment_delta
 from data_pipeline.filters import file_role, looks_generated
-from data_pipeline.gitstore import SUBMODULE_MODE, SYMLINK_MODE, GitError, ObjectReader
+from data_pipeline.gitstore import SUBMODULE_MODE, SYMLINK_MODE, GitError, ObjectReader, parse_commit_object
 from data_pipeline.schema import Candidate
 from swerl.edit_format import PatchApplyError, apply_patch_to_contents, parse_patch
 from swerl.edit_format.patch import apply_parsed_patch
@@ -62,6 +63,12 @@ def _read(blobs: dict[str, bytes], change: FileChange, side: str, config: Filter
     if len(data) > config.max_file_bytes:
         raise Dropped("file_too_large", f"{change.path} ({len(data)} bytes)")
     return data
+
+
+def _suffix(path: str) -> str:
+    """A path's suffix without the dot, lower case (`pkg/mod.PY` -> `py`; none: empty)."""
+    name = path.rpartition("/")[2]
+    return name.rpartition(".")[2].lower() if "." in name.lstrip(".") else ""
 
 
 def _split_roles(commit: CommitPatch) -> tuple[list[FileChange], list[FileChange], list[str]]:
@@ -111,8 +118,6 @@ def _rebuild(
 
 
 def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterConfig) -> Extracted:
-    if commit.parent is None:
-        raise Dropped("commit_missing", "root commit has no base")
     sources, tests, excluded = _split_roles(commit)
     out = Extracted(base_commit=commit.parent, merge_commit=commit.sha)
     out.changed_test_files = [change.path for change in tests]
@@ -137,6 +142,8 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
     if not kept:
         generated = any(file_role(path) in {"lock", "vendored", "generated"} for path in excluded)
         raise Dropped("only_generated_vendored_or_lock" if generated else "only_tests_or_docs")
+    if config.languages and not any(_suffix(change.path) in config.languages for change in kept):
+        raise Dropped("not_in_languages", ", ".join(sorted({_suffix(change.path) for change in kept})))
     if len(kept) > config.max_files:
         raise Dropped("too_many_files", str(len(kept)))
     patch_bytes = b"".join(change.patch for change in kept)
@@ -180,26 +187,77 @@ def _extract_commit(reader: ObjectReader, commit: CommitPatch, config: FilterCon
     return out
 
 
+def _committer(data: bytes) -> bytes:
+    """The committer line of a raw commit object (identity and time)."""
+    header = data.partition(b"\n\n")[0]
+    return next((line for line in header.split(b"\n") if line.startswith(b"committer ")), b"")
+
+
+def pr_base(reader: ObjectReader, head: str, parents: tuple[str, ...], commits: int) -> str:
+    """The commit a PR's change is taken against, given its merge commit `head` and the PR's number of
+    commits (0: unknown).
+
+    A merge commit's and a squash commit's first parent is the base branch as the PR found it. A rebase
+    merge of N commits puts N new commits on the base branch, `head` the last: its first parent already
+    holds the PR's first N-1 commits. GitHub writes those N commits in one operation, with one committer
+    and one commit time; a squash commit's parent is an older commit of the branch, written at another
+    time. So when the PR had N > 1 commits and `head` and its N-1 first-parent ancestors share their
+    committer line, the base is the commit before them; otherwise it is the first parent."""
+    if commits <= 1 or len(parents) != 1:
+        return parents[0]
+    chain = [head]
+    objects = reader.commit_objects([head])
+    line = _committer(objects.get(head, b""))
+    for _ in range(commits - 1):
+        current = objects.get(chain[-1])
+        if current is None:
+            return parents[0]
+        up = parse_commit_object(current)[0]
+        if len(up) != 1:
+            return parents[0]
+        objects = reader.commit_objects([up[0]])
+        if up[0] not in objects or _committer(objects[up[0]]) != line:
+            return parents[0]
+        chain.append(up[0])
+    below = parse_commit_object(objects[chain[-1]])[0]
+    return below[0] if below else parents[0]
+
+
 def extract(
     reader: ObjectReader, patches: PatchReader, candidates: list[Candidate], config: FilterConfig
 ) -> Iterator[tuple[Candidate, Extracted | Dropped]]:
     """Each candidate with its extraction or the reason it was dropped, in the candidates' order.
 
-    The repository's open `git diff-tree` serves all its candidates; a commit that is not in the clone
-    (force-pushed away, deleted, never fetched) is dropped as `commit_missing` before git sees it.
+    A PR's change is its merge commit diffed against its base (`pr_base`: the first parent, or the
+    commit before a rebase merge's commits). The repository's open `git diff-tree` serves all its
+    candidates; a commit that is not in the clone (force-pushed away, deleted, never fetched) is dropped
+    as `commit_missing` before git sees it, and one git cannot diff as `unreadable_commit` (or
+    `patch_too_large`), without stopping the others.
     """
-    missing = reader.missing_commits(c.merge_commit for c in candidates)
-    present = [c.merge_commit for c in candidates if c.merge_commit not in missing]
-    results: dict[str, Extracted | Dropped] = {}
-    for commit in patches.patches(list(dict.fromkeys(present))):
-        try:
-            results[commit.sha] = _extract_commit(reader, commit, config)
-        except Dropped as dropped:
-            results[commit.sha] = dropped
-        except GitError as err:
-            results[commit.sha] = Dropped("commit_missing", str(err)[:200])
+    parents = reader.commit_parents(c.merge_commit for c in candidates)
+    bases: dict[str, tuple[str, str] | Dropped] = {}
     for candidate in candidates:
-        if candidate.merge_commit in missing:
-            yield candidate, Dropped("commit_missing", candidate.merge_commit)
+        head = candidate.merge_commit
+        if head not in parents:
+            bases[candidate.instance_id] = Dropped("commit_missing", head)
+        elif not parents[head]:
+            bases[candidate.instance_id] = Dropped("commit_missing", "root commit has no base")
         else:
-            yield candidate, results.get(candidate.merge_commit, Dropped("commit_missing", "not in git log"))
+            bases[candidate.instance_id] = (pr_base(reader, head, parents[head], candidate.commits), head)
+    pairs = [pair for pair in bases.values() if isinstance(pair, tuple)]
+    results: dict[tuple[str, str], Extracted | Dropped] = {}
+    for commit in patches.patches(list(dict.fromkeys(pairs))):
+        pair = (commit.parent, commit.sha)
+        if commit.error is not None:
+            reason = TOO_LARGE if commit.error == TOO_LARGE else "unreadable_commit"
+            results[pair] = Dropped(reason, commit.error)
+            continue
+        try:
+            results[pair] = _extract_commit(reader, commit, config)
+        except Dropped as dropped:
+            results[pair] = dropped
+        except GitError as err:
+            results[pair] = Dropped("unreadable_commit", str(err)[:200])
+    for candidate in candidates:
+        found = bases[candidate.instance_id]
+        yield candidate, found if isinstance(found, Dropped) else results[found]

@@ -17,12 +17,16 @@ from data_pipeline.schema import Candidate
 
 REASONS = (
     "not_merged",
+    "merge_not_found",
     "no_linked_issue",
     "bot_author",
     "empty_issue_text",
     "duplicate_instance",
     "commit_missing",
+    "unreadable_commit",
+    "patch_too_large",
     "only_tests_or_docs",
+    "not_in_languages",
     "only_generated_vendored_or_lock",
     "too_many_files",
     "too_many_lines",
@@ -100,11 +104,32 @@ def is_bot(author: str, config: FilterConfig) -> bool:
     return login.endswith("[bot]") or login.endswith("-bot") or any(b in login for b in config.bot_authors)
 
 
+# Titles that bots write, whoever ends up as the author (a maintainer who squash-merges a Dependabot PR
+# is the squash commit's author). An optional conventional-commit prefix (`chore(deps): `) first.
+_PREFIX = r"(?:[a-z]+(?:\([^)]*\))?!?:\s*)?"
+_BOT_TITLE = re.compile(
+    rf"^(?:\[pre-commit\.ci\]|pre-commit autoupdate"  # pre-commit.ci
+    rf"|{_PREFIX}bumps?\b"  # Dependabot ("Bump x from 1 to 2", "Bump the actions group ..."), releases
+    rf"|{_PREFIX}update (?:dependency|dependencies|module|(?:rust |go )?crate|pre-commit hook|\S+ digest"
+    rf"|\S+ action\b)"  # Renovate ("Update dependency x to v2", "Update actions/checkout action to v4")
+    rf"|{_PREFIX}(?:lock file maintenance|pin dependencies)"  # Renovate
+    rf"|\[snyk\])",
+    re.IGNORECASE,
+)
+
+
+def bot_title(title: str) -> bool:
+    """A title only a dependency or formatting bot writes (dependabot, renovate, pre-commit.ci)."""
+    return bool(_BOT_TITLE.match(title.strip()))
+
+
 def candidate_drop_reason(candidate: Candidate, config: FilterConfig) -> str | None:
     """The reason to drop a PR from its metadata alone, before any git work; None to keep it."""
+    if candidate.drop_reason:
+        return candidate.drop_reason
     if not candidate.merged:
         return "not_merged"
-    if is_bot(candidate.author, config):
+    if is_bot(candidate.author, config) or bot_title(candidate.title):
         return "bot_author"
     if config.require_issue and candidate.problem_source == "issue" and not candidate.issue_numbers:
         return "no_linked_issue"

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
@@ -115,6 +116,23 @@ def ensure_bare_clone(cache: Path, repo: str, url: str) -> Path:
     return dest
 
 
+def parse_commit_object(data: bytes) -> tuple[tuple[str, ...], str]:
+    """(parents, message) of a raw commit object. The message is decoded from the encoding its header
+    declares (UTF-8 when none), undecodable bytes replaced: a legacy message is read, never fatal."""
+    header, _, message = data.partition(b"\n\n")
+    parents, encoding = [], "utf-8"
+    for line in header.split(b"\n"):
+        if line.startswith(b"parent "):
+            parents.append(line[7:].decode("ascii"))
+        elif line.startswith(b"encoding "):
+            encoding = line[9:].decode("ascii", "replace").strip()
+    try:
+        text = message.decode(encoding, "replace")
+    except LookupError:  # an encoding Python does not know
+        text = message.decode("utf-8", "replace")
+    return tuple(parents), text
+
+
 def blob_id(data: bytes) -> str:
     """The sha git names a blob with these contents by (`git hash-object`)."""
     digest = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
@@ -122,15 +140,42 @@ def blob_id(data: bytes) -> str:
     return digest.hexdigest()
 
 
+# Pipes this process opened and has not closed (see `_disown_in_child`).
+_OPEN_PIPES: weakref.WeakSet[GitPipe] = weakref.WeakSet()
+
+
+def _disown_in_child() -> None:
+    """After a fork, in the child: let go of the parent's git pipes. A forked worker would otherwise hold
+    a copy of each pipe's write end, so the parent's git would never see the end of its input, and the
+    parent, closing its reader and waiting for git to exit, would wait forever (a `--local` listing
+    reads commits while the workers fork). Each inherited end is pointed at /dev/null rather than closed,
+    so that the child's copies of the file objects stay valid and never flush into the parent's pipe."""
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for pipe in list(_OPEN_PIPES):
+            for stream in (pipe._proc.stdin, pipe._proc.stdout):
+                if stream is not None and not stream.closed:
+                    os.dup2(null, stream.fileno())
+            pipe._disowned = True
+    finally:
+        os.close(null)
+    _OPEN_PIPES.clear()
+
+
+os.register_at_fork(after_in_child=_disown_in_child)
+
+
 class GitPipe:
     """One long-lived git process fed object names on stdin (`cat-file --batch`, `diff-tree --stdin`).
 
     Starting git per request would cost more than most answers, so readers keep one process per
     repository and worker. `alive` lets a caller replace a process that was ended on purpose (a reader
-    abandoned mid-answer kills it, so a stale answer can never be read as the next one's).
+    abandoned mid-answer kills it, so a stale answer can never be read as the next one's). A process
+    forked from the owner cannot use the pipe (`_disown_in_child`): it is not `alive` there.
     """
 
     def __init__(self, git_dir: Path, *args: str) -> None:
+        self._disowned = False
         self._proc = subprocess.Popen(
             git_argv(git_dir, *args),
             stdin=subprocess.PIPE,
@@ -138,12 +183,14 @@ class GitPipe:
             stderr=subprocess.DEVNULL,
             env=safe_env(),
         )
+        _OPEN_PIPES.add(self)
 
     def alive(self) -> bool:
-        return self._proc.poll() is None
+        return not self._disowned and self._proc.poll() is None
 
     def close(self) -> None:
-        if self._proc.poll() is None:
+        _OPEN_PIPES.discard(self)
+        if not self._disowned and self._proc.poll() is None:
             assert self._proc.stdin is not None
             self._proc.stdin.close()
             self._proc.wait()
@@ -332,17 +379,20 @@ class ObjectReader(GitPipe):
             self._commit_trees.popitem(last=False)
         return tree
 
-    def missing_commits(self, shas: Iterable[str]) -> set[str]:
-        """The shas that are not commits in the repository (force-pushed away, never fetched, deleted),
-        asked on this reader's pipe: no `git` process of its own per shard. A name git could not read
-        from a line (empty, or with whitespace) names no commit."""
-        wanted = list(dict.fromkeys(shas))
-        askable = [sha for sha in wanted if sha and not any(c in sha for c in " \n\t")]
-        missing = set(wanted) - set(askable)
-        for sha, answer in zip(askable, self._request(askable), strict=True):
-            if answer is None or answer[0] != "commit":
-                missing.add(sha)
-        return missing
+    def commit_objects(self, shas: Iterable[str]) -> dict[str, bytes]:
+        """The raw object of each of `shas` that is a commit in the repository; the others (force-pushed
+        away, never fetched, deleted, not a commit, not a name git could read from a line) are left out.
+        Asked on this reader's pipe: no `git` process of its own per shard."""
+        wanted = [sha for sha in dict.fromkeys(shas) if sha and not any(c in sha for c in " \n\t")]
+        return {
+            sha: answer[1]
+            for sha, answer in zip(wanted, self._request(wanted), strict=True)
+            if answer is not None and answer[0] == "commit"
+        }
+
+    def commit_parents(self, shas: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        """The parents of each of `shas` that is a commit (see `commit_objects`)."""
+        return {sha: parse_commit_object(data)[0] for sha, data in self.commit_objects(shas).items()}
 
     def commit_tree(self, commit: str) -> str:
         cached = self._commit_trees.get(commit)

@@ -18,7 +18,6 @@ _CLOSING = re.compile(
 )
 _MERGE_PR = re.compile(r"^Merge pull request #(\d+)\b")
 _SQUASH_PR = re.compile(r"\(#(\d+)\)\s*$")
-_ANY_REF = re.compile(r"(?:\b(?P<repo>[\w.-]+/[\w.-]+))?#(?P<num>\d+)\b")
 
 
 def closing_issues(text: str, repo: str) -> list[int]:
@@ -37,19 +36,6 @@ def closing_issues(text: str, repo: str) -> list[int]:
     return found
 
 
-def mentioned_issues(text: str, repo: str) -> list[int]:
-    """Every `#N` of `repo` mentioned in `text` (cross-references), in order, no repeats."""
-    found: list[int] = []
-    for match in _ANY_REF.finditer(text or ""):
-        other = match.group("repo")
-        if other is not None and other.lower() != repo.lower():
-            continue
-        number = int(match.group("num"))
-        if number not in found:
-            found.append(number)
-    return found
-
-
 def pr_number_from_commit(message: str) -> int | None:
     """The PR a merge or squash commit came from: `Merge pull request #N ...` or a subject ending `(#N)`."""
     subject = message.split("\n", 1)[0].strip()
@@ -57,13 +43,26 @@ def pr_number_from_commit(message: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+# Trailers git and GitHub add to messages: who signed, co-wrote or reviewed says nothing of the problem.
+_TRAILER = re.compile(
+    r"^(?:Co-authored-by|Signed-off-by|Reviewed-by|Acked-by|Tested-by|Reported-by|Suggested-by|Helped-by"
+    r"|Change-Id):.*(?:\n|$)",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+def strip_trailers(message: str) -> str:
+    return _TRAILER.sub("", message).strip()
+
+
 def commit_problem_text(message: str) -> str:
-    """The problem text of a commit: its message without the merge boilerplate and the `(#N)` suffix.
+    """The problem text of a commit: its whole message without the merge boilerplate, the `(#N)` suffix
+    and trailers.
 
     For `Merge pull request #N from user/branch` the subject says nothing about the change, so only the
     body (GitHub puts the PR title there) remains.
     """
-    subject, _, body = message.strip().partition("\n")
+    subject, _, body = strip_trailers(message).partition("\n")
     if _MERGE_PR.match(subject):
         return body.strip()
     subject = _SQUASH_PR.sub("", subject).strip()

@@ -32,7 +32,7 @@ import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from data_pipeline.build import (
     shard_fingerprints,
 )
 from data_pipeline.config import MineConfig
+from data_pipeline.decontam import identify, identity_note
 from data_pipeline.dedup import Deduplicator, Fingerprint
 from data_pipeline.engines import BLOCK, SAME_PROCESS, Pending, Submit, open_engine
 from data_pipeline.schedule import ShardPlan
@@ -66,6 +67,8 @@ class RunSummary:
     seconds: float = 0.0
     # Rows the context ranking model answered for without naming a usable file (see `model_rank.py`).
     model_no_picks: int = 0
+    # Why whole repositories were excluded (a clone identified as a benchmark repository).
+    notes: list[str] = field(default_factory=list)
 
     def report(self) -> str:
         lines = [
@@ -73,6 +76,7 @@ class RunSummary:
             f"  -> {self.out / 'data'}"
         ]
         lines += [f"  dropped {reason}: {n}" for reason, n in self.drops.most_common()]
+        lines += [f"  {note}" for note in self.notes]
         if self.model_no_picks:
             lines.append(f"  rows the ranking model named no usable file for: {self.model_no_picks}")
         return "\n".join(lines)
@@ -195,6 +199,7 @@ def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bo
             yield index
     seen.close()
     extra = {"commits_scanned": source.commits_scanned} if hasattr(source, "commits_scanned") else {}
+    extra.update(getattr(source, "faults", {}))  # dumps skipped, bad lines: for the report
     manifest.finish("collect", shards_total=len(manifest.stage("collect")["shards"]), **extra)
 
 
@@ -256,6 +261,22 @@ class _Pipeline:
             if repo not in self.git_dirs:
                 self.git_dirs[repo] = str(self.source.git_dir(repo))
         return {repo: self.git_dirs[repo] for repo in repos}
+
+    def _identities(self, index: int) -> dict[str, str]:
+        """The benchmark repository each repository of the shard is, by its commits (`decontam.identify`:
+        one git call per repository and run, recorded in the manifest so a resumed run agrees)."""
+        if not self.config.decontaminate:
+            return {}
+        known = self.manifest.state.setdefault("identities", {})
+        found = {}
+        for repo, git_dir in self._git_dirs(index).items():
+            if repo not in known:
+                identity = identify(Path(git_dir))
+                known[repo] = None if identity is None else asdict(identity)
+                self.manifest.save()
+            if known[repo] is not None:
+                found[repo] = known[repo]["repo"]
+        return found
 
     def run(self) -> None:
         self._stage("collect")
@@ -326,6 +347,7 @@ class _Pipeline:
                         drops=self.manifest.out / "build" / _drops_name(index),
                         git_dirs=self._git_dirs(index),
                         config=self.config,
+                        identities=self._identities(index),
                         keep=self.keep,
                     ),
                     worker,
@@ -368,6 +390,7 @@ class _Pipeline:
                     drops=self.manifest.out / "render" / _drops_name(index),
                     git_dirs=self._git_dirs(index),
                     config=self.config,
+                    identities=self._identities(index),
                 ),
                 self.plan.owner[index],  # where its prepared rows are
             )
@@ -419,6 +442,13 @@ def summarize(manifest: Manifest) -> RunSummary:
     rendered = manifest.stage("render")["shards"].values()
     summary.rows = sum(i["rows"] for i in rendered)
     summary.model_no_picks = sum(i.get("model_no_picks", 0) for i in rendered)
+    identities = manifest.state.get("identities", {})
+    collected = manifest.stage("collect")
+    for key, what in (("dumps_skipped", "unreadable dumps skipped"), ("bad_json_lines", "lines not JSON")):
+        if collected.get(key):
+            summary.notes.append(f"{what}: {collected[key]} (see the warnings)")
+    mode = manifest.data["config"].get("mine", {}).get("decontaminate_mode", "repository")
+    summary.notes += [identity_note(repo, found, mode) for repo, found in sorted(identities.items()) if found]
     return summary
 
 

@@ -27,6 +27,9 @@ CANDIDATE_SCHEMA = pa.schema(
         ("merged", pa.bool_()),
         ("merge_commit", pa.string()),
         ("author", pa.string()),
+        ("title", pa.string()),
+        ("commits", pa.int64()),
+        ("drop_reason", pa.string()),
         ("problem_statement", pa.string()),
         ("problem_source", pa.string()),
     ]
@@ -98,6 +101,13 @@ class Candidate:
     created_at: str = ""
     merged: bool = True
     author: str = ""
+    # The PR's title (a commit's subject for `--local`): bots are known by theirs too (`filters`).
+    title: str = ""
+    # The PR's number of commits when the source knows it (0: unknown): a rebase merge of several
+    # commits is told from a squash by it (`extract.pr_base`).
+    commits: int = 0
+    # A reason to drop the PR that the source already knows (`merge_not_found`), else empty.
+    drop_reason: str = ""
 
     def record(self) -> dict[str, Any]:
         """`dataclasses.asdict(self)`, without its recursive deep copy (the only container is a list of
@@ -114,6 +124,9 @@ class Candidate:
             "created_at": self.created_at,
             "merged": self.merged,
             "author": self.author,
+            "title": self.title,
+            "commits": self.commits,
+            "drop_reason": self.drop_reason,
         }
 
 

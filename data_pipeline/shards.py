@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from data_pipeline.schema import DROP_SCHEMA
+from swerl.errors import UserError
 
 MANIFEST = "manifest.json"
 _DICTIONARY_COLUMNS = frozenset({"source", "repo", "problem_source", "stage", "reason", "author"})
@@ -194,20 +195,29 @@ class Manifest:
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except json.JSONDecodeError:
-                raise ValueError(
+                raise UserError(
                     f"{path} is damaged (a machine crash while it was written?); delete {out} to start over"
                 ) from None
             if data.get("version") != VERSION:
-                raise ValueError(
+                raise UserError(
                     f"{out} holds a run of another version of the pipeline (layout {data.get('version')}, "
                     f"this is {VERSION}); use a new output directory or delete this one"
                 )
+            finished = any(stage.get("shards") for stage in data.get("stages", {}).values())
+            if data.get("config") != json.loads(json.dumps(dict(config))) and not finished:
+                # A run that failed before finishing anything (a wrong ref, an unreadable source):
+                # nothing to keep, so the corrected command starts afresh instead of being refused.
+                return cls._fresh(out, config)
             if data.get("config") != json.loads(json.dumps(dict(config))):
-                raise ValueError(
+                raise UserError(
                     f"{out} holds a run with a different configuration; use a new output directory "
                     "(or delete this one) to change options"
                 )
             return cls(out, data)
+        return cls._fresh(out, config)
+
+    @classmethod
+    def _fresh(cls, out: Path, config: Mapping[str, Any]) -> Manifest:
         out.mkdir(parents=True, exist_ok=True)
         manifest = cls(out, {"version": VERSION, "config": dict(config), "stages": {}, "state": {}})
         manifest.save()

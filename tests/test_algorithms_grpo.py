@@ -12,6 +12,7 @@ from swerl.algorithms import (
     get_advantage_estimator,
     group_advantages,
     group_reward_metrics,
+    soft_overlong_penalty,
     zero_std_groups,
 )
 
@@ -90,3 +91,17 @@ def test_registered_by_name():
     assert get_advantage_estimator("turn_gae").__name__ == "turn_level_gae"
     with pytest.raises(KeyError, match="known"):
         get_advantage_estimator("gpro")
+
+
+def test_soft_overlong_penalty():
+    """Budget 10, buffer 4: free up to 6 tokens, then -1/4 per token to -1 at 10 (DAPO eq. 13)."""
+    lengths = torch.tensor([5, 6, 7, 9, 10])
+    torch.testing.assert_close(
+        soft_overlong_penalty(lengths, max_length=10, buffer=4), torch.tensor([0.0, 0.0, -0.25, -0.75, -1.0])
+    )
+    torch.testing.assert_close(
+        soft_overlong_penalty(lengths, 10, 4, factor=0.5), torch.tensor([0.0, 0.0, -0.125, -0.375, -0.5])
+    )
+    assert soft_overlong_penalty(lengths, 10, 0).abs().sum().item() == 0.0
+    with pytest.raises(ValueError):
+        soft_overlong_penalty(lengths, 10, 11)

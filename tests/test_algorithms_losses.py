@@ -18,6 +18,7 @@ from swerl.algorithms import (
     masked_mean,
     reinforce_loss,
     token_logprobs,
+    truncated_is_weights,
 )
 
 # Two completions, three token slots. Row 0 has advantage +1, row 1 has -2 and a padded last token.
@@ -42,11 +43,14 @@ def _inputs():
         ("token-mean", (-1.0 - 1.2 - 0.5 + 3.0 + 1.6) / 5),  # 0.38
         ("seq-mean", (-2.7 / 3 + 4.6 / 2) / 2),  # 0.7
         ("seq-mean-token-sum", (-2.7 + 4.6) / 2),  # 0.95
+        ("seq-mean-token-sum-norm", (-2.7 + 4.6) / (2 * 8)),  # Dr. GRPO, max_length 8: 0.11875
     ],
 )
 def test_clipped_loss_values(aggregation, expected):
     logp, old = _inputs()
-    loss, metrics = clipped_policy_loss(logp, old, ADV, MASK, eps_low=0.2, aggregation=aggregation)
+    loss, metrics = clipped_policy_loss(
+        logp, old, ADV, MASK, eps_low=0.2, aggregation=aggregation, max_length=8
+    )
     assert loss.item() == pytest.approx(expected, abs=1e-6)
     assert metrics["clip_ratio/low_mean"].item() == pytest.approx(1 / 5)
     assert metrics["clip_ratio/high_mean"].item() == pytest.approx(1 / 5)
@@ -101,7 +105,9 @@ def test_kl_term_added_per_token():
     torch.testing.assert_close(metrics["kl"], expected_kl)
 
 
-@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean", "seq-mean-token-sum"])
+@pytest.mark.parametrize(
+    "aggregation", ["token-mean", "seq-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
+)
 def test_global_normalizer_makes_accumulation_equal_one_batch(aggregation):
     """Micro-batches with the global count as normalizer sum to the big-batch loss and gradient."""
     torch.manual_seed(1)
@@ -112,7 +118,7 @@ def test_global_normalizer_makes_accumulation_equal_one_batch(aggregation):
     lengths = torch.tensor([7, 1, 3, 5, 2, 6])
     mask = (torch.arange(t)[None, :] < lengths[:, None]).int()
 
-    big, _ = clipped_policy_loss(logp_full, old, adv, mask, aggregation=aggregation)
+    big, _ = clipped_policy_loss(logp_full, old, adv, mask, aggregation=aggregation, max_length=t)
     (g_big,) = torch.autograd.grad(big, logp_full)
 
     count = mask.sum() if aggregation == "token-mean" else torch.tensor(b)
@@ -121,7 +127,7 @@ def test_global_normalizer_makes_accumulation_equal_one_batch(aggregation):
     for rows in (slice(0, 2), slice(2, 3), slice(3, 6)):  # uneven micro-batches
         part = logp_full.detach()[rows].clone().requires_grad_(True)
         share, _ = clipped_policy_loss(
-            part, old[rows], adv[rows], mask[rows], aggregation=aggregation, normalizer=count
+            part, old[rows], adv[rows], mask[rows], aggregation=aggregation, normalizer=count, max_length=t
         )
         share.backward()
         grad[rows] = part.grad
@@ -190,3 +196,99 @@ def test_logprob_mismatch_metrics():
 def test_policy_loss_registry():
     assert POLICY_LOSSES["ppo_clip"] is clipped_policy_loss
     assert get_policy_loss("reinforce") is reinforce_loss
+
+
+def test_dr_grpo_normaliser_is_the_constant_budget_not_the_batch_width():
+    """Token sums over sequences x max_length: trimming padding columns off a batch changes nothing."""
+    per_token = torch.tensor([[1.0, 2.0, 0.0, 0.0], [3.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0, 0], [1, 0, 0, 0]])
+    agg = "seq-mean-token-sum-norm"
+    assert aggregate_loss(per_token, mask, agg, max_length=10).item() == pytest.approx(6 / (2 * 10))
+    assert aggregate_loss(per_token[:, :2], mask[:, :2], agg, max_length=10).item() == pytest.approx(0.3)
+    assert aggregate_loss(per_token, mask, agg, normalizer=4, max_length=10).item() == pytest.approx(6 / 40)
+    with pytest.raises(ValueError, match="max_length"):
+        aggregate_loss(per_token, mask, agg)
+
+
+def test_kl_k3_is_bounded_on_extreme_log_ratios():
+    """A token the reference all but forbids: unclamped exp(1000) = inf; clamped, the value is capped at 10
+    and the gradient is finite (verl's bounds)."""
+    logp = torch.tensor([0.0, -1000.0, math.log(0.5)], requires_grad=True)
+    ref = torch.tensor([-1000.0, 0.0, math.log(0.25)])
+    kl = kl_k3(logp, ref)
+    # ref - logp = -1000 -> clamp -20: exp(-20) + 20 - 1 = 19.0 -> 10; +1000 -> +20: exp(20) - 21 -> 10
+    torch.testing.assert_close(kl, torch.tensor([10.0, 10.0, 0.5 + math.log(2) - 1]))
+    kl.sum().backward()
+    assert torch.isfinite(logp.grad).all()
+
+
+def test_sequence_level_ratio_is_gspo():
+    """Each answer's ratio is the geometric mean of its token ratios, applied to all its tokens."""
+    logp, old = _inputs()
+    r0, r1 = 0.75 ** (1 / 3), 0.75 ** (1 / 2)  # (1 * 1.5 * 0.5)^(1/3), (1.5 * 0.5)^(1/2)
+    loss, _ = clipped_policy_loss(logp, old, ADV, MASK, importance_sampling_level="sequence")
+    assert loss.item() == pytest.approx((-3 * r0 + 2 * 2 * r1) / 5, abs=1e-6)
+    # eps 0.1: row 1's ratio 0.866 < 0.9 with A < 0 binds the clip for the whole answer (zero gradient);
+    # row 0's ratio 0.909 is inside: each of its 3 token losses -r0 moves with every logp_t by -r0 / 3,
+    # so d loss / d logp_t = 3 * (-r0 / 3) / 5 (token-mean over 5 tokens).
+    loss, metrics = clipped_policy_loss(
+        logp, old, ADV, MASK, eps_low=0.1, importance_sampling_level="sequence"
+    )
+    assert loss.item() == pytest.approx((-3 * r0 + 2 * 2 * 0.9) / 5, abs=1e-6)
+    assert metrics["clip_ratio/low_mean"].item() == pytest.approx(2 / 5)
+    loss.backward()
+    expected = torch.tensor([[-r0 / 5] * 3, [0.0, 0.0, 0.0]])
+    torch.testing.assert_close(logp.grad, expected)
+    with pytest.raises(ValueError):
+        clipped_policy_loss(logp, old, ADV, MASK, importance_sampling_level="batch")  # type: ignore[arg-type]
+
+
+def test_truncated_importance_weights_scale_the_policy_term_only():
+    old = torch.zeros(2, 3)
+    sampler = torch.tensor([[0.0, -math.log(3), math.log(2)], [0.0, 0.0, 0.0]])
+    w = truncated_is_weights(old, sampler, cap=2.0)
+    torch.testing.assert_close(w, torch.tensor([[1.0, 2.0, 0.5], [1.0, 1.0, 1.0]]))  # 3 is capped to 2
+    logp, old_logp = _inputs()
+    loss, _ = clipped_policy_loss(logp, old_logp, ADV, MASK, is_weights=w)
+    # row 0 per-token [-1.0, -1.2, -0.5] * [1, 2, 0.5]; row 1 [3.0, 1.6] unweighted
+    assert loss.item() == pytest.approx((-1.0 - 2.4 - 0.25 + 3.0 + 1.6) / 5, abs=1e-6)
+    ref = torch.full_like(RATIOS, math.log(0.5))
+    base, _ = clipped_policy_loss(logp, old_logp, ADV, MASK, is_weights=w)
+    with_kl, _ = clipped_policy_loss(logp, old_logp, ADV, MASK, is_weights=w, ref_logp=ref, beta=0.1)
+    torch.testing.assert_close(with_kl, base + 0.1 * (kl_k3(logp.detach(), ref) * MASK).sum() / 5)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_chunked_log_probs_and_entropy_equal_the_whole_tensor_path(temperature):
+    """Chunks of 3 positions over a strided view (`logits[:, :-1]`, as the trainer slices): values and
+    gradients equal log_softmax over the whole float32 tensor."""
+    torch.manual_seed(3)
+    full = torch.randn(2, 8, 11, requires_grad=True)
+    ids = torch.randint(0, 11, (2, 7))
+    upstream = torch.randn(2, 7)
+    ref = torch.log_softmax(full[:, :-1] / temperature, -1).gather(-1, ids[..., None]).squeeze(-1)
+    (g_ref,) = torch.autograd.grad((ref * upstream).sum(), full)
+    for rows in (3, None):
+        got = token_logprobs(full[:, :-1], ids, temperature, chunk_rows=rows)
+        torch.testing.assert_close(got, ref, rtol=0, atol=1e-6)
+        (g_got,) = torch.autograd.grad((got * upstream).sum(), full)
+        torch.testing.assert_close(g_got, g_ref, rtol=0, atol=1e-6)
+        p = torch.softmax(full[:, :-1].detach() / temperature, -1)
+        whole = -(p * p.log()).sum(-1)
+        torch.testing.assert_close(entropy_from_logits(full[:, :-1], temperature, chunk_rows=rows), whole)
+    double = torch.randn(1, 4, 5, dtype=torch.float64, requires_grad=True)
+    ids5 = torch.randint(0, 5, (1, 4))
+    assert torch.autograd.gradcheck(lambda x: token_logprobs(x, ids5, temperature, chunk_rows=3), (double,))
+
+
+def test_chunked_log_probs_keep_bf16_gradients_in_bf16():
+    torch.manual_seed(4)
+    logits = torch.randn(1, 5, 9).bfloat16().requires_grad_(True)
+    ids = torch.randint(0, 9, (1, 5))
+    logp = token_logprobs(logits, ids, chunk_rows=2)
+    assert logp.dtype == torch.float32
+    logp.sum().backward()
+    assert logits.grad.dtype == torch.bfloat16
+    as_fp32 = logits.detach().float().requires_grad_(True)
+    torch.log_softmax(as_fp32, -1).gather(-1, ids[..., None]).sum().backward()
+    torch.testing.assert_close(logits.grad.float(), as_fp32.grad, rtol=0, atol=1e-2)

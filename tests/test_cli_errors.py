@@ -184,6 +184,9 @@ def workspace(tmp_path: Path) -> Path:
     (w / "resumed" / "checkpoint-2" / "trainer_state.json").write_text("{}")
     (w / "resumed" / "config.yaml").write_text(yaml.safe_dump({**good, "beta": 0.0}))
     (w / "notgit").mkdir()
+    (w / "dumps").mkdir()
+    (w / "dumps" / "2025-01-01-0.json.gz").write_text("not gzip\n")
+    (w / "nodumps").mkdir()
     (w / "notmined").mkdir()
     (w / "emptyrun").mkdir()
     (w / "half").mkdir()
@@ -327,6 +330,28 @@ CASES = [
         ["data", "mine", "--local", "{tmp}/notgit", "--out", "{tmp}/m"],
         "not a git repository",
         ["m"],
+    ),
+    Case(
+        "mine GH Archive dumps that are not gzip",
+        ["data", "mine", "--gharchive", "{tmp}/dumps", "--out", "{tmp}/g", "--clones", "{tmp}/c", "--quiet"],
+        "none of its 1 dumps could be read",
+        ["g/data"],
+    ),
+    Case(
+        "mine a directory without dumps",
+        [
+            "data",
+            "mine",
+            "--gharchive",
+            "{tmp}/nodumps",
+            "--out",
+            "{tmp}/g",
+            "--clones",
+            "{tmp}/c",
+            "--quiet",
+        ],
+        "no GH Archive dumps",
+        ["g/data"],
     ),
     Case(
         "stats of a directory that was not mined",

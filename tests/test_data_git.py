@@ -4,6 +4,7 @@ patch are taken only when they hash to the blob's id."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from data_pipeline import commits as commits_module
-from data_pipeline.commits import FileChange, PatchReader, _parse_commit
+from data_pipeline.commits import FileChange, PatchReader, parse_diff
 from data_pipeline.edges import EDGES
 from data_pipeline.extract import _rebuild
 from data_pipeline.gitstore import GitError, ObjectReader, blob_id, git_argv, safe_env
@@ -33,79 +34,88 @@ def _git(git_dir: Path, *args: str, stdin: bytes | None = None) -> bytes:
     ).stdout
 
 
-def _log_records(git_dir: Path, shas: list[str]) -> list[tuple[str, str | None, list[tuple[str, bytes]]]]:
-    """What the pipeline read before the persistent reader: one `git log -p` over the commits."""
-    out = _git(
-        git_dir,
-        "log",
-        "--no-walk=unsorted",
-        "--stdin",
-        *(option for option in commits_module._DIFF_OPTIONS if option != "--root"),
-        stdin="".join(sha + "\n" for sha in shas).encode(),
-    )
-    return [_summary(_parse_commit(record)) for record in out.split(b"\x1e") if record]
+def _pairs(git_dir: Path, shas: list[str]) -> list[tuple[str, str]]:
+    """(first parent, commit) of each commit that has a parent."""
+    found = []
+    for sha in shas:
+        parents = _git(git_dir, "rev-list", "--parents", "-n1", sha).decode().split()[1:]
+        if parents:
+            found.append((parents[0], sha))
+    return found
 
 
-def _summary(commit: commits_module.CommitPatch) -> tuple[str, str | None, list[tuple[str, bytes]]]:
-    return commit.sha, commit.parent, [(change.path, change.patch) for change in commit.changes]
+def _git_diffs(git_dir: Path, pairs: list[tuple[str, str]]) -> list[tuple[str, str, list[tuple[str, bytes]]]]:
+    """What `git diff` says for each pair, parsed the same way: one process per pair, no framing."""
+    options = [option for option in commits_module._DIFF_OPTIONS if option != "--no-commit-id"]
+    return [
+        _summary(parse_diff(base, head, _git(git_dir, "diff", *options, base, head))) for base, head in pairs
+    ]
 
 
-def test_patches_equal_git_log_across_batches_and_calls(repo, monkeypatch):
-    shas = _git(repo, "rev-list", "--reverse", "HEAD").decode().split()  # the root commit included
+def _summary(commit: commits_module.CommitPatch) -> tuple[str, str, list[tuple[str, bytes]]]:
+    assert commit.error is None
+    return commit.parent, commit.sha, [(change.path, change.patch) for change in commit.changes]
+
+
+def test_patches_equal_git_diff_across_batches_and_calls(repo, monkeypatch):
+    shas = _git(repo, "rev-list", "--reverse", "HEAD").decode().split()
     merges = _git(repo, "rev-list", "--merges", "HEAD").decode().split()
-    assert merges and shas[0] not in merges
+    pairs = _pairs(repo, shas)
+    assert merges and len(pairs) == len(shas) - 1
+    # Not only a commit against its parent: any two commits, older against newer and back.
+    pairs += [(shas[1], shas[-1]), (shas[-1], shas[2])]
     monkeypatch.setattr(PatchReader, "_BATCH", 3)
     reader = PatchReader(repo)
     try:
-        half = len(shas) // 2
-        got = [_summary(c) for c in reader.patches(shas[:half])]
+        half = len(pairs) // 2
+        got = [_summary(c) for c in reader.patches(pairs[:half])]
         got += [_summary(c) for c in reader.patches([])]
-        got += [_summary(c) for c in reader.patches(shas[half:])]
+        got += [_summary(c) for c in reader.patches(pairs[half:])]
     finally:
         reader.close()
-    assert got == _log_records(repo, shas)
-    assert got[0][1] is None  # the root commit: diffed against the empty tree, no parent
+    assert got == _git_diffs(repo, pairs)
 
 
 def test_a_batch_abandoned_midway_leaves_the_reader_in_step(repo):
     """A caller that stops taking a batch's commits midway must not leave that batch's answer in the pipe
     for the next call to read as its own."""
-    shas = _git(repo, "rev-list", "HEAD").decode().split()
+    pairs = _pairs(repo, _git(repo, "rev-list", "HEAD").decode().split())
     reader = PatchReader(repo)
     try:
-        stream = reader.patches(shas)
+        stream = reader.patches(pairs)
         next(stream)
         stream.close()
-        assert [_summary(c) for c in reader.patches(shas[:2])] == _log_records(repo, shas[:2])
+        assert [_summary(c) for c in reader.patches(pairs[:2])] == _git_diffs(repo, pairs[:2])
     finally:
         reader.close()
 
 
-def test_a_batch_that_fails_midway_ends_the_reader(repo, monkeypatch):
-    shas = _git(repo, "rev-list", "HEAD").decode().split()
+def test_a_pair_git_cannot_diff_costs_only_its_own_answer(repo):
+    """git exits on an object it cannot read: the batch is asked again pair by pair, the bad pair comes
+    back with an error and the others with their diffs, and the reader goes on serving."""
+    pairs = _pairs(repo, _git(repo, "rev-list", "--max-count=4", "HEAD").decode().split())
+    asked = [pairs[0], ("1" * 40, pairs[1][1]), pairs[1], pairs[2]]  # a base that is no object: git exits
     reader = PatchReader(repo)
-    monkeypatch.setattr(commits_module, "_record_sha", lambda record: 1 / 0)
-    with pytest.raises(ZeroDivisionError):
-        next(reader.patches(shas))
-    assert not reader.alive()  # the rest of the answer is unread: the process is ended
-    monkeypatch.undo()
-    fresh = PatchReader(repo)
     try:
-        assert [_summary(c) for c in fresh.patches(shas[:2])] == _log_records(repo, shas[:2])
+        got = list(reader.patches(asked))
+        assert [c.error is None for c in got] == [True, False, True, True]
+        good = [c for c in got if c.error is None]
+        assert [_summary(c) for c in good] == _git_diffs(repo, [asked[0], *asked[2:]])
+        assert [_summary(c) for c in reader.patches(pairs[:1])] == _git_diffs(repo, pairs[:1])
     finally:
-        fresh.close()
+        reader.close()
 
 
 def test_names_that_are_not_full_ids_give_nothing_and_corrupt_nothing(repo):
-    """diff-tree echoes a line it cannot read as an id; such names are never sent (`git log` answered
-    them under the full id, which the caller did not look for either)."""
-    shas = _git(repo, "rev-list", "--max-count=3", "HEAD").decode().split()
+    """diff-tree would echo a line it cannot read as an id into the output: such pairs are never sent."""
+    pairs = _pairs(repo, _git(repo, "rev-list", "--max-count=3", "HEAD").decode().split())
     reader = PatchReader(repo)
     try:
-        got = [_summary(c) for c in reader.patches([shas[0][:12], shas[1], "HEAD", shas[2]])]
+        asked = [(pairs[0][0][:12], pairs[0][1]), pairs[1], ("HEAD", pairs[2][1]), pairs[2]]
+        got = [_summary(c) for c in reader.patches(asked)]
     finally:
         reader.close()
-    assert got == _log_records(repo, shas[1:])
+    assert got == _git_diffs(repo, pairs[1:])
 
 
 def test_the_listing_hands_out_records_as_they_arrive():
@@ -276,3 +286,23 @@ def test_a_malformed_tree_is_refused_even_after_a_good_one(tmp_path):
         for broken in [data[:-1], data[:-25], data + b"1"]:  # a cut entry, trailing bytes
             with pytest.raises(GitError):
                 reader._parse_tree(tree, broken, "")
+
+
+def test_a_forked_process_does_not_keep_the_parent_s_git_alive(repo):
+    """A worker forked while the driver reads (the `--local` listing reads merged commits as the pool
+    starts) must not hold the parent's pipe to git open: the parent's close would wait for git forever."""
+    reader = ObjectReader(repo)
+    reader.commit_parents([_git(repo, "rev-parse", "HEAD").decode().strip()])
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the reader is disowned, never used
+        try:
+            time.sleep(1.5)
+        finally:
+            os._exit(0 if not reader.alive() else 1)
+    try:
+        started = time.monotonic()
+        reader.close()
+        assert time.monotonic() - started < 1.0
+    finally:
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -1,12 +1,14 @@
 """The GitHub REST source against a loopback server that replays responses in the real API's JSON shape.
 
-PyGithub talks to the server through `base_url`; the server injects a 502 and a primary rate limit (403
-with `X-RateLimit-Remaining: 0`) mid-run, and the injected clock/sleep show the waits without sleeping.
+PyGithub talks to the server through `base_url`; the server injects a 502, a dropped connection, a
+primary rate limit (403 with `X-RateLimit-Remaining: 0`) and secondary limits (429, and 403 with
+`Retry-After`) mid-run, and the injected clock/sleep show the waits without sleeping.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -51,6 +53,10 @@ def _handler(replay: Replay) -> type[BaseHTTPRequestHandler]:
             pending = replay.failures.get(path)
             if pending:
                 status, headers, body = pending.pop(0)
+                if status == 0:  # the connection drops before any answer
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return None
                 return self._send(status, body, headers)
             page = int(parse_qs(url.query).get("page", ["1"])[0])
             if path not in replay.routes:
@@ -162,6 +168,9 @@ def server(tmp_path_factory):
     pulls.append(_pull(base, 902, "de" * 20, "Force-pushed away", "Fixes #1902"))
     pulls.append(_pull(base, 903, sha, "Bump deps", "Fixes #1903", login="dependabot[bot]"))
     pulls.append(_pull(base, 904, sha, "Follow-up", "Closes #905"))
+    # A mention is no link: GitHub links only what closing keywords name.
+    pulls.append(_pull(base, 906, sha, "Tidy the loader", "Related to #1906, see also #1906."))
+    replay.routes[f"/repos/{REPO}/issues/1906"] = _issue(base, 1906, "Loader", "It is untidy", 0)
     replay.routes[f"/repos/{REPO}/issues/1902"] = _issue(base, 1902, "Lost commit", "It vanished", 0)
     replay.routes[f"/repos/{REPO}/issues/1903"] = _issue(base, 1903, "Old dep", "Bump it", 0)
     replay.routes[f"/repos/{REPO}/issues/905"] = _issue(base, 905, "A PR", "not an issue", 0, pr=True)
@@ -172,11 +181,17 @@ def server(tmp_path_factory):
             902: "commit_missing",
             903: "bot_author",
             904: "no_linked_issue",
+            906: "no_linked_issue",
         }
     )
     replay.routes[f"/repos/{REPO}/pulls"] = pulls
     first_issue = f"/repos/{REPO}/issues/{1000 + kept[0].number}"
-    replay.failures[f"/repos/{REPO}/pulls"] = [(502, {}, {"message": "Server Error"})]
+    replay.failures[f"/repos/{REPO}/pulls"] = [(502, {}, {"message": "Server Error"}), (0, {}, {})]
+    secondary = {"message": "You have exceeded a secondary rate limit. Please wait a few minutes."}
+    replay.failures[f"/repos/{REPO}/issues/{1000 + kept[1].number}"] = [
+        (429, {"Retry-After": "5", "X-RateLimit-Remaining": "4000"}, secondary),
+        (403, {"Retry-After": "3", "X-RateLimit-Remaining": "3999"}, secondary),
+    ]
     replay.failures[first_issue] = [
         (
             403,
@@ -225,7 +240,8 @@ def _rows(folder: Path, prefix: str = "shard-") -> list[dict]:
 def test_rate_limit_and_502_are_waited_out_not_slept(server, mined):
     waits = mined["source"].retry.waits
     assert 121.0 in waits  # until X-RateLimit-Reset, plus a second
-    assert 1.0 in waits  # the 502, first backoff step
+    assert waits.count(1.0) == 1 and 2.0 in waits  # the 502, then the dropped connection: backoff
+    assert 5.0 in waits and 3.0 in waits  # secondary limits: Retry-After, whatever is left of the primary
     assert all(auth == f"token {TOKEN}" for _, auth in server["replay"].requests)
 
 
@@ -337,3 +353,38 @@ def test_retrier_backs_off_on_secondary_limits():
         return item
 
     assert retry("x", fn) == "ok" and slept == [7.0]
+
+
+def _raising(*items: object):
+    calls = iter(items)
+
+    def fn() -> object:
+        item = next(calls)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    return fn
+
+
+def test_a_forbidden_request_is_not_retried_and_a_dead_network_ends_in_one_line():
+    import requests
+    from github import GithubException
+
+    slept: list[float] = []
+    retry = Retrier(TOKEN, sleep=slept.append, now=lambda: NOW)
+    forbidden = GithubException(403, {"message": "Resource not accessible by integration"}, {})
+    with pytest.raises(GitHubError, match="HTTP 403"):
+        retry("x", _raising(forbidden))
+    assert slept == []
+    # A secondary limit without Retry-After: a minute, then more.
+    limit = GithubException(403, {"message": "You have exceeded a secondary rate limit"}, {})
+    assert retry("x", _raising(limit, limit, "ok")) == "ok" and slept == [60.0, 120.0]
+    slept.clear()
+    down = requests.ConnectionError(f"Max retries exceeded with url: /?access_token={TOKEN}")
+    with pytest.raises(GitHubError) as failed:
+        retry("acme/widgets pulls page 3", _raising(*[down] * 8))
+    message = str(failed.value)
+    assert message.startswith("acme/widgets pulls page 3: connection failed (ConnectionError: ")
+    assert TOKEN not in message and "\n" not in message
+    assert slept == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0]

@@ -83,6 +83,7 @@ def test_every_planned_pr_ends_as_expected(mined):
 
 def test_rows_meet_the_acceptance_invariants(mined):
     rows = read_dir(mined["out"] / "data")
+    merges = {f"acme__widgets-{pr.number}" for pr in mined["prs"] if pr.style == "merge"}
     for row in rows:
         context = {f["path"]: f["content"] for f in row["code_context"]}
         oracle = {f["path"]: f["content"] for f in row["oracle_new_content"]}
@@ -91,7 +92,8 @@ def test_rows_meet_the_acceptance_invariants(mined):
         answer = canonical_answer(context, oracle)
         assert similarity_reward(answer, context, oracle).reward == 1.0
         assert row["prompt"] == build_messages(row["problem_statement"], list(context.items()))
-        assert row["problem_source"] == "commit_message"
+        source = "merge_commits" if row["instance_id"] in merges else "commit_message"
+        assert row["problem_source"] == source
         assert row["base_commit"] and row["merge_commit"] and row["prompt_tokens"] > row["context_tokens"] > 0
 
 
@@ -363,3 +365,59 @@ def test_a_new_run_mines_commits_made_since_the_cache_was_filled(tmp_path, ref):
     rows = read_dir(tmp_path / "out2" / "data")
     assert second.rows == 2
     assert {row["merge_commit"] for row in rows if row["pull_number"] == 2} == {head}
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (from /proc: parent ids)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has ended; only its parent's reaping is left
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and PR_SET_PDEATHSIG")
+def test_kill_9_leaves_no_worker_or_git_process_behind(mined, tmp_path):
+    cmd = [sys.executable, "-m", "swerl.cli.data", "mine", "--local", str(mined["repo"]), "--repo-name"]
+    cmd += ["acme/widgets", "--clones", str(tmp_path / "cache"), "--out", str(tmp_path / "out")]
+    cmd += ["--shard-size", "2", "--workers", "2", "--quiet"]
+    env = {**os.environ, "SWERL_DATA_PAUSE_AFTER_SHARD": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    below: set[int] = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until both workers run git readers of their own
+        below = _descendants(proc.pid)
+        gits = [p for p in below if b"git" in _cmdline(p)[:40]]
+        if len(below) >= 4 and gits:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert below
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_running(p) for p in below):
+        time.sleep(0.05)
+    assert not [p for p in below if _running(p)]

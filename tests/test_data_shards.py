@@ -21,6 +21,9 @@ CANDIDATE = {
     "merged": True,
     "merge_commit": "ab" * 20,
     "author": "",
+    "title": "",
+    "commits": 0,
+    "drop_reason": "",
     "problem_statement": "non-ASCII: é ✓ \u2028 and a NUL \x00",
     "problem_source": "commit_message",
 }

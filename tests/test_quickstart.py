@@ -33,7 +33,7 @@ def test_generated_repo_is_mined_into_rows(tmp_path: Path) -> None:
 
 def test_quickstart_small_end_to_end(tmp_path: Path) -> None:
     """With the default held-out size (more rows than the small size mines) and a budget too short for
-    anything: the held-out share is capped, and SFT and GRPO still run a stretch and a step each."""
+    anything: the held-out share is capped, and SFT and GRPO still run at least a step each."""
     out = tmp_path / "qs"
     cmd = [sys.executable, "-m", "swerl", "quickstart", "--out", str(out), "--size", "small"]
     cmd += ["--minutes", "0.05", "--quiet"]
@@ -43,7 +43,7 @@ def test_quickstart_small_end_to_end(tmp_path: Path) -> None:
     assert "mean reward" in proc.stdout and "summary:" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
     mined = summary["train_rows"] + summary["eval_rows"]
-    assert summary["grpo_steps"] >= 1 and summary["eval_rows"] == mined // 4 and summary["sft_steps"] >= 10
+    assert summary["grpo_steps"] >= 1 and summary["eval_rows"] == mined // 4 and summary["sft_steps"] >= 1
     for key in ("before", "after"):
         assert -1.0 <= summary[key]["mean_reward"] <= 1.0
         assert 0.0 <= summary[key]["malformed_rate"] <= 1.0

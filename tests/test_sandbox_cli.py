@@ -73,3 +73,14 @@ def test_unknown_test_set_is_an_error(files) -> None:
     problem, solution = files
     with pytest.raises(ValueError, match="unknown test sets"):
         _main(["sandbox", "run", "--problem", str(problem), "--solution", str(solution), "--tests", "secret"])
+
+
+def test_doctor_names_every_protection_and_proves_a_run(capsys) -> None:
+    code = _main(["sandbox", "doctor"])
+    lines = capsys.readouterr().out.splitlines()
+    names = [line.split()[0] for line in lines]
+    assert names[:5] == ["bubblewrap", "seccomp", "userns", "cgroup", "uid"]
+    states = {line.split()[0]: line.split()[1] for line in lines}
+    assert code == (0 if all(state in ("active", "ok") for state in states.values()) else 1)
+    if not isolation_available():
+        assert states["proof"] == "ok"

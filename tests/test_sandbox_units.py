@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ from swerl.sandbox import Limits, SandboxConfig, SandboxUnavailable, TestCase, V
 from swerl.sandbox import bwrap as bwrap_module
 from swerl.sandbox.bwrap import bwrap_argv, isolation_available, slot_uid, zygote_argv
 from swerl.sandbox.limits import rlimits
-from swerl.sandbox.runner import _decode_status
+from swerl.sandbox.runner import _decode_status, staged_program
 from swerl.sandbox.verdict import Execution, failure_verdict
 
 LIMITS = Limits(cpu_s=2.0, memory_bytes=1 << 28)
@@ -44,11 +45,19 @@ def _run(**changes) -> Execution:
         ({"timed_out": True, "exit_code": None, "signal": 9}, Verdict.TIMEOUT),
         ({"output_exceeded": True, "exit_code": None, "signal": 9}, Verdict.OUTPUT_LIMIT),
         ({"exit_code": None, "signal": signal.SIGKILL, "cpu_s": 1.99}, Verdict.TIMEOUT),
-        ({"exit_code": None, "signal": signal.SIGXCPU}, Verdict.TIMEOUT),
+        ({"exit_code": None, "signal": signal.SIGXCPU, "cpu_s": 2.01}, Verdict.TIMEOUT),
+        ({"exit_code": None, "signal": signal.SIGXCPU, "cpu_s": 0.85}, Verdict.TIMEOUT),  # rusage lags
+        ({"exit_code": 0, "cpu_s": 2.3}, Verdict.TIMEOUT),  # finished, but over the CPU limit
+        ({"exit_code": None, "signal": signal.SIGKILL, "oom_killed": True}, Verdict.MEMORY_LIMIT),
+        ({"exit_code": 0, "oom_killed": True}, Verdict.MEMORY_LIMIT),  # a child of the program was killed
+        (
+            {"exit_code": None, "signal": signal.SIGKILL, "stderr_tail": "MemoryError\n"},
+            Verdict.RUNTIME_ERROR,
+        ),
         ({"exit_code": None, "signal": signal.SIGXFSZ}, Verdict.OUTPUT_LIMIT),
         ({"exit_code": 1, "stderr_tail": "Traceback...\nMemoryError\n"}, Verdict.MEMORY_LIMIT),
         ({"exit_code": 1, "stderr_tail": "OSError: [Errno 27] File too large\n"}, Verdict.OUTPUT_LIMIT),
-        ({"exit_code": None, "signal": signal.SIGKILL, "cpu_s": 0.1}, Verdict.MEMORY_LIMIT),
+        ({"exit_code": None, "signal": signal.SIGKILL, "cpu_s": 0.1}, Verdict.RUNTIME_ERROR),
         ({"exit_code": 1, "stderr_tail": "ZeroDivisionError\n"}, Verdict.RUNTIME_ERROR),
         ({"exit_code": None, "signal": signal.SIGSEGV}, Verdict.RUNTIME_ERROR),
     ],
@@ -59,7 +68,7 @@ def test_failure_verdict_rules(changes, verdict) -> None:
 
 def test_rlimits_cover_every_limit() -> None:
     pairs = dict(rlimits(Limits(cpu_s=1.5, processes=7), enforce_processes=True))
-    assert pairs[resource.RLIMIT_CPU] == (2, 2)
+    assert pairs[resource.RLIMIT_CPU] == (2, 3)  # SIGXCPU at the limit, SIGKILL a second later
     assert pairs[resource.RLIMIT_NPROC] == (7, 7)
     assert {resource.RLIMIT_AS, resource.RLIMIT_FSIZE, resource.RLIMIT_NOFILE} <= pairs.keys()
     assert resource.RLIMIT_NPROC not in dict(rlimits(Limits(), enforce_processes=False))
@@ -67,7 +76,8 @@ def test_rlimits_cover_every_limit() -> None:
 
 def test_scaled_limits_take_problem_values() -> None:
     limits = Limits().scaled(time_s=3.0, memory_bytes=1 << 20)
-    assert (limits.cpu_s, limits.wall_s, limits.memory_bytes) == (3.0, 3.0, 1 << 20)
+    assert (limits.cpu_s, limits.wall_s, limits.memory_bytes) == (3.0, 9.0, 1 << 20)  # wall: 3x the CPU
+    assert Limits(wall_multiple=10).scaled(time_s=0.5).wall_s == 5.0
     assert Limits().scaled(time_s=None) == Limits()
 
 
@@ -218,3 +228,21 @@ def test_a_large_caller_does_not_turn_a_crash_into_a_memory_verdict() -> None:
     assert peak < 1 << 28
     run = Execution(exit_code, None, 0.1, 0.05, peak, "", "", False, False)
     assert failure_verdict(run, LIMITS) is Verdict.RUNTIME_ERROR
+
+
+def test_staged_programs_are_readable_by_the_sandbox_uid_alone() -> None:
+    _need_bwrap()
+    config = SandboxConfig()
+    with staged_program("print(6 * 7)") as program:
+        assert stat.S_IMODE(program.stat().st_mode) == 0o600
+        assert stat.S_IMODE(program.parent.stat().st_mode) == 0o700
+        with persistent.leased(config, bwrap_module.resolve_bwrap(config) or "", 1) as sandboxes:
+            assert sandboxes
+            sandbox = sandboxes[0]
+            run = sandbox.run(program, b"", Limits(wall_s=5))
+            assert sandbox._dir is not None
+            staged = sandbox._dir / "main.py"
+            owner = os.getuid() if sandbox.uid is None else sandbox.uid
+            assert (staged.stat().st_uid, stat.S_IMODE(staged.stat().st_mode)) == (owner, 0o400)
+            assert (sandbox._dir.stat().st_uid, stat.S_IMODE(sandbox._dir.stat().st_mode)) == (owner, 0o500)
+    assert run.stdout == "42\n"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import torch
 
 from swerl.learner import read_metrics
 from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
+from swerl.reward import RewardResult
 from swerl.trainers.common import completion_logprobs, pack_sequences
 from swerl.trainers.config import GRPOConfig
 from swerl.trainers.data import Example
@@ -116,7 +119,7 @@ def test_resume_keeps_the_start_model_as_the_kl_anchor(tiny_dir: Path, tmp_path:
     straight = make_trainer(tiny_dir, tmp_path / "a", save_steps=2, max_steps=3, beta=0.05).train()
     ckpt = tmp_path / "a" / "checkpoint-2"
     resumed = make_trainer(
-        ckpt / "model",
+        ckpt,
         tmp_path / "b",
         reference=load_reference(str(tiny_dir)),
         max_steps=3,
@@ -173,6 +176,174 @@ def test_mu_beta_and_dropping(tiny_dir: Path, tmp_path: Path) -> None:
     row = dropped.train()[0]
     assert row["frac_reward_zero_std"] == 1.0 and row["loss"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, dropped.learner.module.parameters(), strict=True))
+
+
+def constant_for_short_prompts(limit: int, inner: Any) -> Any:
+    """`inner`'s reward, but 0.5 for every answer to a prompt of at most `limit` tokens (zero std)."""
+
+    def score(example: Example, completions: Any) -> list[RewardResult]:
+        if len(example.prompt_ids) <= limit:
+            return [RewardResult(reward=0.5) for _ in completions]
+        return inner(example, completions)
+
+    return score
+
+
+def test_dynamic_sampling_refills_zero_std_groups(tiny_dir: Path, tmp_path: Path) -> None:
+    """Prompts 0-1 of 4 always give equal rewards: rounds continue until both groups of the step carry
+    a signal; with nothing informative the step stops at max_sampling_rounds and trains nothing."""
+    _, tokenizer = load_model_and_tokenizer(tiny_dir)
+    limit = len(prompts(tokenizer, 4)[1].prompt_ids)
+    reward = constant_for_short_prompts(limit, token_reward(range(len(tokenizer) // 8)))
+    trainer = make_trainer(
+        tiny_dir, tmp_path, reward=reward, dynamic_sampling=True, max_sampling_rounds=10, max_steps=4
+    )
+    history = trainer.train()
+    assert all(h["dynamic_sampling/filled"] == 1.0 for h in history)
+    assert max(h["dynamic_sampling/rounds"] for h in history) > 1
+    # the logged reward describes the first round, constant groups included
+    assert any(h["frac_reward_zero_std"] > 0 for h in history)
+    hopeless = make_trainer(
+        tiny_dir, tmp_path / "none", reward=reward_from_name("token:0-0"), dynamic_sampling=True, max_steps=1
+    )
+    before = [p.detach().clone() for p in hopeless.learner.module.parameters()]
+    row = hopeless.train()[0]
+    assert row["dynamic_sampling/rounds"] == 3.0 and row["dynamic_sampling/filled"] == 0.0
+    assert row["loss"] == 0.0 and row["frac_reward_zero_std"] == 1.0
+    assert all(torch.equal(a, b) for a, b in zip(before, hopeless.learner.module.parameters(), strict=True))
+
+
+def test_masked_truncated_answers_leave_the_loss(tiny_dir: Path, tmp_path: Path) -> None:
+    """A random tiny model almost never stops within 8 tokens: with masking, a step where every answer
+    was cut trains nothing; the answers that did stop are trained."""
+    trainer = make_trainer(tiny_dir, tmp_path, mask_truncated_completions=True, max_steps=2)
+    before = [p.detach().clone() for p in trainer.learner.module.parameters()]
+    history = trainer.train()
+    unchanged = all(
+        torch.equal(a, b) for a, b in zip(before, trainer.learner.module.parameters(), strict=True)
+    )
+    if all(h["completions/clipped_ratio"] == 1.0 for h in history):
+        assert unchanged and all(h["loss"] == 0.0 for h in history)
+    else:
+        assert not unchanged
+
+
+class ShiftedSampler:
+    """The HF engine, but reporting log-probs ln 3 lower than it computed: a sampler that rates every
+    token 3x less likely than the learner, as a mismatched vLLM could."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def generate(self, prompts_: Any, params: Any) -> Any:
+        groups = self.engine.generate(prompts_, params)
+        return [
+            [dataclasses.replace(c, logprobs=[lp - math.log(3) for lp in c.logprobs]) for c in group]
+            for group in groups
+        ]
+
+    def sync_weights(self, model: Any) -> None:
+        self.engine.sync_weights(model)
+
+
+def test_truncated_importance_sampling_weights_the_loss(tiny_dir: Path, tmp_path: Path) -> None:
+    """Weights exp(ln 3) are capped at 2 on every token, so the step's loss is exactly twice the plain one
+    (same seed, same samples); the capped share is logged."""
+    rows = []
+    for correct in (False, True):  # built and run one after the other: each seeds the global RNG
+        trainer = make_trainer(
+            tiny_dir, tmp_path / str(correct), max_steps=1, importance_sampling_correction=correct
+        )
+        trainer.engine = ShiftedSampler(trainer.engine)
+        rows.append(trainer.train()[0])
+    row_plain, row = rows
+    assert "sampling/is_weight/mean" not in row_plain
+    assert row["sampling/is_weight/mean"] == pytest.approx(2.0)
+    assert row["sampling/is_weight/capped_frac"] == 1.0
+    assert row["loss"] == pytest.approx(2 * row_plain["loss"], rel=1e-5, abs=1e-7)
+    assert GRPOConfig(rollout_engine="vllm").corrects_sampler()
+    assert not GRPOConfig().corrects_sampler()
+
+
+def test_dr_grpo_gspo_and_overlong_penalty_train(tiny_dir: Path, tmp_path: Path) -> None:
+    """The options run together; with the penalty buffer the whole budget, each answer loses len/8, so
+    the logged reward (constant 0.5 otherwise) is 0.5 - mean length / 8."""
+    constant = constant_for_short_prompts(10**6, None)
+    trainer = make_trainer(
+        tiny_dir,
+        tmp_path,
+        reward=constant,
+        loss_aggregation="seq-mean-token-sum-norm",
+        importance_sampling_level="sequence",
+        num_iterations=2,
+        overlong_buffer_length=8,
+        max_steps=2,
+    )
+    for row in trainer.train():
+        assert row["reward"] == pytest.approx(0.5 - row["completions/mean_length"] / 8)
+        assert math.isfinite(row["loss"])
+
+
+class FakeWandb:
+    """Records what `wandb.init` / `run.log` / `run.finish` receive (wandb's API as of 0.31: `init` returns
+    a run with `log(dict, step=)` and `finish()`); CI has no wandb and no network."""
+
+    def __init__(self) -> None:
+        self.inits: list[dict[str, Any]] = []
+        self.logged: list[tuple[int, dict[str, float]]] = []
+        self.finished = 0
+
+    def init(self, **kwargs: Any) -> FakeWandb:
+        self.inits.append(kwargs)
+        return self
+
+    def log(self, data: dict[str, float], step: int) -> None:
+        self.logged.append((step, data))
+
+    def finish(self) -> None:
+        self.finished += 1
+
+
+def test_report_to_wandb_logs_every_row_and_resumes_the_same_run(
+    tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from swerl.errors import UserError
+    from swerl.learner import MetricsLogger
+
+    fake = FakeWandb()
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    trainer = make_trainer(tiny_dir, tmp_path, report_to_wandb=True, wandb_project="p", max_steps=2)
+    trainer.train()
+    (init,) = fake.inits
+    assert init["project"] == "p" and init["config"]["num_generations"] == 4
+    assert init["dir"] == str(tmp_path) and init["resume"] == "allow"
+    rows = read_metrics(tmp_path)
+    assert [step for step, _ in fake.logged] == [r["step"] for r in rows] == [1, 2]
+    assert fake.logged[1][1]["reward"] == rows[1]["reward"] and fake.finished == 1
+    MetricsLogger(tmp_path, initial_step=2, progress=False, tensorboard=False, wandb={}).close()
+    assert fake.inits[1]["id"] == init["id"]  # a resumed run continues the same W&B run
+    monkeypatch.setitem(sys.modules, "wandb", None)  # not installed
+    with pytest.raises(UserError, match="pip install wandb"):
+        MetricsLogger(tmp_path / "x", progress=False, tensorboard=False, wandb={})
+
+
+def test_vllm_engine_starts_from_the_checkpoint_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed run's vLLM engine loads the checkpoint's model, not model_name_or_path (the base)."""
+    import swerl.rollout.vllm_engine as vllm_engine
+    from swerl.trainers.loop import build_engine
+
+    built: list[str] = []
+    monkeypatch.setattr(vllm_engine, "VLLMEngine", lambda path, **kwargs: built.append(path))
+    config = GRPOConfig(model_name_or_path="base/model", output_dir=str(tmp_path), rollout_engine="vllm")
+    build_engine(config, None, None)
+    ckpt = tmp_path / "checkpoint-2"
+    ckpt.mkdir()
+    (ckpt / "trainer_state.json").write_text("{}")
+    config.resume_from_checkpoint = "latest"
+    build_engine(config, None, None)
+    assert built == ["base/model", str(ckpt)]
 
 
 def test_packed_log_probs_ignore_padding(tiny_dir: Path) -> None:

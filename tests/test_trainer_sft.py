@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,25 @@ def test_sft_loss_falls_and_resumes(tiny: Path, tmp_path: Path) -> None:
     config.output_dir = str(tmp_path)
     resumed = SFTTrainer(config, model, tokenizer, examples, progress=False).train()
     assert [h["loss"] for h in resumed] == pytest.approx([h["loss"] for h in history[3:]], rel=1e-6)
+
+
+def test_cosine_schedule_spans_the_epochs_not_max_steps(tiny: Path, tmp_path: Path) -> None:
+    """4 examples, batch 2, 2 epochs: the run is 4 steps although max_steps is 100, and the cosine decays
+    over those 4: 0.5 (1 + cos(pi s / 4)) = 1, 0.854, 0.5, 0.146 of the peak."""
+    model, tokenizer = load_model_and_tokenizer(tiny)
+    examples, _ = build_examples(rows(4), tokenizer, max_prompt_length=4096)
+    config = SFTConfig(
+        output_dir=str(tmp_path),
+        max_steps=100,
+        num_train_epochs=2,
+        per_device_train_batch_size=2,
+        learning_rate=1e-3,
+        lr_scheduler_type="cosine",
+        report_to_tensorboard=False,
+    )
+    history = SFTTrainer(config, model, tokenizer, examples, progress=False).train()
+    expected = [1e-3 * 0.5 * (1 + math.cos(math.pi * s / 4)) for s in range(4)]
+    assert [h["learning_rate"] for h in history] == pytest.approx(expected)
 
 
 def test_read_rows_jsonl_and_parquet(tmp_path: Path) -> None:

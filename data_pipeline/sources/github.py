@@ -2,8 +2,13 @@
 
 Pages and objects are fetched one request at a time under our own retry policy, because PyGithub's
 built-in retry sleeps where a test cannot see it: a primary rate limit (403/429 with
-`X-RateLimit-Remaining: 0`) waits until `X-RateLimit-Reset`, a secondary limit waits for `Retry-After`,
-and 5xx answers back off exponentially. The clock and the sleep are injectable.
+`X-RateLimit-Remaining: 0`) waits until `X-RateLimit-Reset`, a secondary limit (429, or 403 with
+`Retry-After` or a message naming a rate limit) waits for `Retry-After`, and 5xx answers and dropped or
+timed-out connections back off exponentially. The clock and the sleep are injectable. A request that
+still fails ends the run with one line naming it (`GitHubError`), never a traceback.
+
+A PR is linked to the issues its title and body close with GitHub's closing keywords ("Fixes #12"), as
+GitHub links them; a bare mention ("see #12") links nothing.
 
 The token is handed to PyGithub only. It is never put in a clone URL, a manifest or a message: errors
 are re-raised with the token scrubbed, whatever the server echoed.
@@ -21,18 +26,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import github
+import requests
 from github import Auth, GithubException, RateLimitExceededException
 
 from data_pipeline.gitstore import ensure_bare_clone
-from data_pipeline.refs import closing_issues, mentioned_issues
+from data_pipeline.refs import closing_issues
 from data_pipeline.schema import Candidate, instance_id
+from swerl.errors import UserError
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 8
 
 
-class GitHubError(ValueError):
-    """A GitHub request that failed for good (message scrubbed of the token)."""
+class GitHubError(UserError):
+    """A GitHub request that failed for good (message scrubbed of the token): shown as one line, since
+    what is wrong (the network, the token, a limit) is the user's to fix, not a bug."""
 
 
 class Retrier:
@@ -55,14 +63,22 @@ class Retrier:
         return text.replace(self._token, "***") if self._token else text
 
     def _wait_for(self, err: GithubException, attempt: int) -> float | None:
+        """Seconds to wait before asking again, or None when asking again cannot help (404, 401, a 403
+        that is no rate limit)."""
         headers = {k.lower(): v for k, v in (err.headers or {}).items()}
-        if isinstance(err, RateLimitExceededException) or (
-            err.status in (403, 429) and headers.get("x-ratelimit-remaining") == "0"
-        ):
+        message = str((err.data or {}).get("message", "") if isinstance(err.data, dict) else err.data).lower()
+        limited = (
+            isinstance(err, RateLimitExceededException)
+            or err.status == 429
+            or (err.status == 403 and ("retry-after" in headers or "rate limit" in message))
+            or (err.status == 403 and headers.get("x-ratelimit-remaining") == "0")
+        )
+        if limited:
             if "retry-after" in headers:
                 return float(headers["retry-after"])
-            if "x-ratelimit-reset" in headers:
+            if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
                 return max(1.0, float(headers["x-ratelimit-reset"]) - self.now() + 1)
+            # GitHub's advice for a secondary limit without Retry-After: at least a minute, growing.
             return 60.0 * (attempt + 1)
         if err.status >= 500:
             return min(60.0, 2.0**attempt)
@@ -74,15 +90,59 @@ class Retrier:
                 return fn()
             except GithubException as err:
                 wait = self._wait_for(err, attempt)
-                if wait is None or attempt == MAX_ATTEMPTS - 1:
-                    raise GitHubError(self.scrub(f"{what}: HTTP {err.status}: {err.data}")) from None
-                self.waits.append(min(wait, self.max_wait))
-                self.sleep(min(wait, self.max_wait))
+                failure = f"HTTP {err.status}: {err.data}"
+            except (requests.ConnectionError, requests.Timeout) as err:
+                # Dropped connections, resets, DNS hiccups, read timeouts: the network, not the request.
+                wait = min(60.0, 2.0**attempt)
+                failure = f"connection failed ({type(err).__name__}: {err})"
+            if wait is None or attempt == MAX_ATTEMPTS - 1:
+                raise GitHubError(self.scrub(f"{what}: {failure}")) from None
+            self.waits.append(min(wait, self.max_wait))
+            self.sleep(min(wait, self.max_wait))
         raise AssertionError("unreachable")
 
 
 def _iso(value: datetime | None) -> str:
     return value.isoformat().replace("+00:00", "Z") if value else ""
+
+
+def _client(token: str | None, api_url: str) -> github.Github:
+    """PyGithub with its own retry off (ours is `Retrier`) and no pacing between requests."""
+    auth = Auth.Token(token) if token else None
+    return github.Github(
+        auth=auth, base_url=api_url, retry=None, per_page=100, seconds_between_requests=None, timeout=30
+    )
+
+
+class PullLookup:
+    """Single PRs from the REST API, for sources whose records lack what the API knows (GH Archive's
+    trimmed events): one request per PR, under the same retry policy as `GitHubSource`."""
+
+    def __init__(self, token: str | None, api_url: str = "https://api.github.com", **retry: Any) -> None:
+        self.retry = Retrier(token, **retry)
+        self._gh = _client(token, api_url)
+        self._repos: dict[str, Any] = {}
+
+    def get(self, repo: str, number: int) -> dict[str, Any] | None:
+        """merged, merge commit, title, body, author, creation time and number of commits of PR
+        `repo#number`; None when the API does not know it (404, 410)."""
+        try:
+            if repo not in self._repos:
+                self._repos[repo] = self.retry(repo, lambda: self._gh.get_repo(repo))
+            pr = self.retry(f"{repo}#{number}", lambda: self._repos[repo].get_pull(number))
+        except GitHubError as err:
+            if "HTTP 404" in str(err) or "HTTP 410" in str(err):
+                return None
+            raise
+        return {
+            "merged": pr.merged_at is not None,
+            "merge_commit": pr.merge_commit_sha or "",
+            "title": pr.title or "",
+            "body": pr.body or "",
+            "author": (pr.user.login if pr.user else "") or "",
+            "created_at": _iso(pr.created_at),
+            "commits": int(pr.commits or 0),
+        }
 
 
 class GitHubSource:
@@ -107,10 +167,7 @@ class GitHubSource:
         self.clone_url = clone_url
         self.max_prs = max_prs
         self.retry = Retrier(token, sleep, now)
-        auth = Auth.Token(token) if token else None
-        self._gh = github.Github(
-            auth=auth, base_url=api_url, retry=None, per_page=100, seconds_between_requests=None, timeout=30
-        )
+        self._gh = _client(token, api_url)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "repos": self.repos, "api_url": self.api_url, "max_prs": self.max_prs}
@@ -162,9 +219,7 @@ class GitHubSource:
 
     def _candidate(self, repo_obj: Any, repo: str, pr: Any) -> Candidate:
         text = f"{pr.title or ''}\n{pr.body or ''}"
-        numbers = closing_issues(text, repo) or [
-            n for n in mentioned_issues(pr.body or "", repo) if n != pr.number
-        ]
+        numbers = [n for n in closing_issues(text, repo) if n != pr.number]
         issues, texts = [], []
         merged = pr.merged_at is not None
         if merged:

@@ -1,22 +1,34 @@
 """`--local PATH`: a clone on disk is a source of its own.
 
 Squash merges (`Fix the parser (#123)`) and merge commits (`Merge pull request #123 from ...`) on the
-first-parent line of the branch are PRs; their commit message is the problem text (marked with
-`problem_source = "commit_message"`), and closing keywords in it name the issues. The clone is copied
+first-parent line of the branch are PRs, and closing keywords in their text name the issues. The problem
+text is what the history says of the PR, recorded in `problem_source` so users can filter:
+`commit_message` for a squash commit (its whole message: GitHub puts the PR's commit messages or its
+description there), `merge_commits` for a merge commit (its body, which GitHub fills with the PR's title,
+then the messages of the commits it merged, oldest first: a merge commit's own message says little
+else). Trailers (`Signed-off-by:`, `Co-authored-by:` ...) are left out. The clone is copied
 into the cache as a bare clone first (hard links, so it is cheap), which pins the history a run mines
 and keeps the user's repository configuration (hooks, filters) out of reach.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from data_pipeline.commits import first_parent_history
-from data_pipeline.gitstore import GitError, ensure_bare_clone, resolve, run_git
-from data_pipeline.refs import closing_issues, commit_problem_text, pr_number_from_commit
+from data_pipeline.gitstore import (
+    GitError,
+    ObjectReader,
+    ensure_bare_clone,
+    parse_commit_object,
+    resolve,
+    run_git,
+)
+from data_pipeline.refs import closing_issues, commit_problem_text, pr_number_from_commit, strip_trailers
 from data_pipeline.schema import Candidate, instance_id
 
 _GITHUB_URL = re.compile(r"github\.com[:/]([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
@@ -48,7 +60,11 @@ class LocalSource:
         return {"kind": self.kind, "path": str(self.path.resolve()), "repo": self.repo, "ref": self.ref}
 
     def git_dir(self, repo: str) -> Path:
-        return ensure_bare_clone(self.cache, self.repo, str(self.path.resolve()))
+        """The cache's copy of this clone, named after the repository and the clone's path: two clones
+        that share a directory name (`~/a/repo`, `~/b/repo`: both `local/repo`) never share a copy, whose
+        history would then hold both (and a clone would be taken for what the other one is)."""
+        where = hashlib.sha256(str(self.path.resolve()).encode()).hexdigest()[:12]
+        return ensure_bare_clone(self.cache, f"{self.repo}@{where}", str(self.path.resolve()))
 
     def prepare(self, state: dict[str, Any]) -> None:
         git_dir = self.git_dir(self.repo)
@@ -79,27 +95,92 @@ class LocalSource:
 
     def candidates(self, state: dict[str, Any]) -> Iterator[Candidate]:
         git_dir = self.git_dir(self.repo)
-        for commit in first_parent_history(git_dir, state["head"]):
-            self.commits_scanned += 1
-            number = pr_number_from_commit(commit.message)
-            if number is None:
-                continue
-            author = commit.author_name
-            if "[bot]" in commit.author_email and "[bot]" not in author:
-                author += "[bot]"
-            yield Candidate(
-                instance_id=instance_id(self.repo, number),
-                source=self.kind,
-                repo=self.repo,
-                pull_number=number,
-                merge_commit=commit.sha,
-                problem_statement=commit_problem_text(commit.message),
-                problem_source="commit_message",
-                issue_numbers=[n for n in closing_issues(commit.message, self.repo) if n != number],
-                created_at=commit.authored_at,
-                merged=True,
-                author=author,
-            )
+        with ObjectReader(git_dir) as reader:
+            merged = MergedCommits(reader)
+            for commit in first_parent_history(git_dir, state["head"]):
+                self.commits_scanned += 1
+                number = pr_number_from_commit(commit.message)
+                side = merged.messages(commit.parents) if len(commit.parents) > 1 else []
+                merged.on_line(commit.sha)
+                if number is None:
+                    continue
+                text = commit_problem_text(commit.message)
+                extra = [m for m in side if m not in text]
+                text = "\n\n".join([text, *extra]).strip()
+                author = commit.author_name
+                if "[bot]" in commit.author_email and "[bot]" not in author:
+                    author += "[bot]"
+                signer = _BOT_SIGNER.search(commit.message)
+                if signer is not None and "[bot]" not in author:
+                    author = signer.group(1)
+                yield Candidate(
+                    instance_id=instance_id(self.repo, number),
+                    source=self.kind,
+                    repo=self.repo,
+                    pull_number=number,
+                    merge_commit=commit.sha,
+                    problem_statement=text,
+                    problem_source="merge_commits" if len(commit.parents) > 1 else "commit_message",
+                    issue_numbers=[n for n in closing_issues(text, self.repo) if n != number],
+                    created_at=commit.authored_at,
+                    merged=True,
+                    author=author,
+                    title=text.split("\n", 1)[0],  # a merge's: the PR title GitHub put in its body
+                )
+
+
+# A commit signed off by a bot (Dependabot signs its commits) is the bot's, whoever squash-merged it.
+_BOT_SIGNER = re.compile(r"^Signed-off-by: ([^<\n]*\[bot\])", re.MULTILINE)
+
+
+class MergedCommits:
+    """The messages of the commits each merge on the first-parent line brings in: the history of its
+    second (and further) parents that is not already behind the line.
+
+    The merges are met oldest first. Every commit that a walk from a merge's side parents reaches is
+    claimed by that merge, and later walks stop at claimed commits and at commits of the line: by
+    induction, whatever an older commit of the line reaches is claimed already, so each walk finds
+    exactly `first-parent..side-parent` without asking git for a merge base. Commit objects are read on
+    one `cat-file` pipe, a level of the walk per round trip; memory holds the ids of the line and of the
+    claimed commits (tens of bytes each), not messages.
+    """
+
+    # Messages kept per merge, and characters in all: a merge of a long-lived branch says enough early.
+    MAX_MESSAGES = 30
+    MAX_CHARS = 8_000
+
+    def __init__(self, reader: ObjectReader) -> None:
+        self.reader = reader
+        self.line: set[str] = set()
+        self.claimed: set[str] = set()
+
+    def on_line(self, sha: str) -> None:
+        self.line.add(sha)
+
+    def messages(self, parents: tuple[str, ...]) -> list[str]:
+        """Messages (trailers left out) of the non-merge commits the merge with `parents` brings in,
+        oldest first, no repeats, within the limits."""
+        found: list[str] = []
+        frontier = list(parents[1:])
+        while frontier:
+            wanted = [s for s in dict.fromkeys(frontier) if s not in self.line and s not in self.claimed]
+            self.claimed.update(wanted)
+            objects = self.reader.commit_objects(wanted)
+            frontier = []
+            for sha in wanted:
+                if sha not in objects:
+                    continue  # a shallow or damaged history: the walk ends there
+                side_parents, message = parse_commit_object(objects[sha])
+                frontier += side_parents
+                if len(side_parents) == 1:  # merges of the base branch into the PR say nothing
+                    found.append(strip_trailers(message))
+        kept: list[str] = []
+        size = 0
+        for message in dict.fromkeys(reversed(found)):
+            if message and len(kept) < self.MAX_MESSAGES and size + len(message) <= self.MAX_CHARS:
+                kept.append(message)
+                size += len(message)
+        return kept
 
 
 def _is_sha(ref: str) -> bool:

@@ -7,7 +7,12 @@ config can choose them without the trainer branching on strings. docs/algorithms
 """
 
 from swerl.algorithms.diagnostics import logprob_mismatch
-from swerl.algorithms.grpo import group_advantages, group_reward_metrics, zero_std_groups
+from swerl.algorithms.grpo import (
+    group_advantages,
+    group_reward_metrics,
+    soft_overlong_penalty,
+    zero_std_groups,
+)
 from swerl.algorithms.losses import (
     aggregate_loss,
     clipped_policy_loss,
@@ -17,6 +22,7 @@ from swerl.algorithms.losses import (
     masked_sum,
     reinforce_loss,
     token_logprobs,
+    truncated_is_weights,
 )
 from swerl.algorithms.ppo import clipped_value_loss, turn_level_gae, whiten
 from swerl.algorithms.registry import (
@@ -46,7 +52,9 @@ __all__ = [
     "register_advantage",
     "register_policy_loss",
     "reinforce_loss",
+    "soft_overlong_penalty",
     "token_logprobs",
+    "truncated_is_weights",
     "turn_level_gae",
     "whiten",
     "zero_std_groups",

@@ -89,3 +89,20 @@ def group_reward_metrics(rewards: Tensor, group_size: int) -> dict[str, Tensor]:
         "reward_std": _unbiased_std(grouped, dim=1).mean(),
         "frac_reward_zero_std": zero_std_groups(rewards, group_size).float().mean(),
     }
+
+
+def soft_overlong_penalty(lengths: Tensor, max_length: int, buffer: int, factor: float = 1.0) -> Tensor:
+    """DAPO's soft overlong punishment, added to the reward: 0 up to `max_length - buffer` tokens, then
+    falling linearly to -factor at `max_length` (and -factor beyond).
+
+    An answer cut at the budget gets a reward that says nothing about its quality; masking it
+    (`mask_truncated_completions`) or grading the approach to the limit tells the policy that length
+    itself costs, without a cliff at one token (Yu et al. 2025, DAPO, eq. 13; TRL's
+    `get_soft_overlong_punishment`, verl's `overlong_buffer`). `buffer` 0 disables it.
+    """
+    if buffer < 0 or buffer > max_length:
+        raise ValueError(f"overlong buffer must be in [0, max_length={max_length}], got {buffer}")
+    if buffer == 0:
+        return torch.zeros_like(lengths, dtype=torch.float32)
+    over = (lengths.float() - (max_length - buffer)).clamp(min=0.0, max=float(buffer))
+    return -factor * over / buffer

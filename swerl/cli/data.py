@@ -70,8 +70,18 @@ def register(groups: argparse._SubParsersAction) -> None:
         "--repo-name", metavar="OWNER/REPO", help="--local: repository name for ids (default: origin)"
     )
     mine.add_argument("--ref", default="HEAD", help="--local: branch or commit to mine (default HEAD)")
-    mine.add_argument("--api-url", default="https://api.github.com", help="--github: REST API base URL")
-    mine.add_argument("--token-env", default="GITHUB_TOKEN", metavar="NAME", help="--github: token variable")
+    mine.add_argument(
+        "--api-url",
+        default="https://api.github.com",
+        help="--github, and --gharchive with a token: REST API base URL",
+    )
+    mine.add_argument(
+        "--token-env",
+        default="GITHUB_TOKEN",
+        metavar="NAME",
+        help="variable holding a GitHub token: --github's API, and --gharchive asks it about PRs whose "
+        "events (trimmed since October 2025) and history leave it unknown whether they were merged",
+    )
     mine.add_argument(
         "--clone-url",
         default="https://github.com/{repo}.git",
@@ -99,6 +109,13 @@ def register(groups: argparse._SubParsersAction) -> None:
         "--max-files", type=positive_int, default=10, help="max modified source files (default 10)"
     )
     mine.add_argument("--max-lines", type=positive_int, default=600, help="max changed lines (default 600)")
+    mine.add_argument(
+        "--languages",
+        default="py",
+        metavar="SUFFIXES",
+        help="keep PRs that change at least one source file with one of these comma-separated suffixes "
+        "(default py; 'any' keeps every language)",
+    )
     mine.add_argument(
         "--max-file-bytes", type=positive_int, default=256_000, help="max size of a file (default 256000)"
     )
@@ -154,10 +171,18 @@ def register(groups: argparse._SubParsersAction) -> None:
         default=[],
         metavar="SPEC",
         help="benchmark instances to exclude: a .txt/.json/.jsonl/.parquet file or hf:NAME[:SPLIT] "
-        "(repeatable; the SWE-bench repositories are always excluded unless --no-decontaminate)",
+        "(repeatable; the SWE-bench instances and repositories are always excluded unless "
+        "--no-decontaminate)",
     )
     mine.add_argument(
         "--no-decontaminate", action="store_true", help="keep benchmark repositories (not advised)"
+    )
+    mine.add_argument(
+        "--decontaminate-mode",
+        choices=("repository", "instances"),
+        default="repository",
+        help="repository: nothing from a SWE-bench repository, recognised by its commits whatever the "
+        "clone is called (default, as the SWE-RL paper); instances: only the benchmark instances' own PRs",
     )
     mine.add_argument("--allow-no-issue", action="store_true", help="keep API/Archive PRs that link no issue")
     mine.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -192,6 +217,7 @@ def _config(args: argparse.Namespace):
             max_lines_changed=args.max_lines,
             max_file_bytes=args.max_file_bytes,
             require_issue=not args.allow_no_issue,
+            languages=_languages(args.languages),
         ),
         context=ContextConfig(
             max_prompt_tokens=args.max_prompt_tokens,
@@ -204,11 +230,18 @@ def _config(args: argparse.Namespace):
         ),
         shard_size=args.shard_size,
         decontaminate=not args.no_decontaminate,
+        decontaminate_mode=args.decontaminate_mode,
         decontamination_ids=tuple(sorted(set(ids))),
         decontamination_repos=tuple(sorted(set(repos))),
         dedup_threshold=args.dedup_threshold,
         tokenizer=args.tokenizer,
     )
+
+
+def _languages(value: str) -> tuple[str, ...]:
+    """`--languages`: suffixes without dots, lower case; `any` (or nothing) for every language."""
+    suffixes = tuple(sorted({part.strip().lstrip(".").lower() for part in value.split(",") if part.strip()}))
+    return () if suffixes in ((), ("any",)) else suffixes
 
 
 def _source(args: argparse.Namespace):
@@ -230,7 +263,13 @@ def _source(args: argparse.Namespace):
         )
     from data_pipeline.sources.gharchive import GHArchiveSource
 
-    return GHArchiveSource(args.gharchive, args.clones, clone_url=args.clone_url, repos=args.repos)
+    token = os.environ.get(args.token_env) or None
+    api = None
+    if token:  # trimmed events the history cannot settle are asked about (never without a token)
+        from data_pipeline.sources.github import PullLookup
+
+        api = PullLookup(token, args.api_url)
+    return GHArchiveSource(args.gharchive, args.clones, clone_url=args.clone_url, repos=args.repos, api=api)
 
 
 def _require_git_repository(path: Path) -> None:

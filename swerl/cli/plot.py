@@ -70,7 +70,7 @@ def _draw(ax: Any, rows: Sequence[dict[str, Any]], name: str, smooth: int) -> No
     """One metric's curve: with smoothing, the per-step values stay visible (faint) under the moving
     average, because RL metrics are noisy step to step and the average alone hides how noisy."""
     steps, values = _series(rows, name, 1)
-    if smooth > 1:
+    if smooth > 1 and len(steps) > smooth:
         ax.plot(steps, values, color="tab:blue", alpha=0.25, linewidth=0.8)
         ax.plot(steps, _series(rows, name, smooth)[1], color="tab:blue", label=f"mean of {smooth} steps")
         ax.legend(fontsize=7, loc="best")

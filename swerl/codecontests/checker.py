@@ -1,53 +1,59 @@
-"""Output checking with the rules of the CodeContests harness, so our solve rates match the papers'.
+"""Output checking with the rules of the official CodeContests harness, so our solve rates match the papers'.
 
-Rules (each has a test in tests/test_codecontests_checker.py):
+The rules are those of `OutputsMatch` / `ValuesMatch` in google-deepmind/code_contests,
+execution/tester_sandboxer.cc (stated with their consequences in docs/sandbox.md; each has a test in
+tests/test_codecontests_checker.py):
 
-* outputs are split into whitespace-separated tokens; different token counts fail;
-* tokens equal ignoring case match ("YES" == "yes");
-* otherwise both tokens must be numbers: two integers within the signed 64-bit range must be equal;
-  any other pair of numbers (a decimal, or an integer too large for 64 bits) is compared as doubles
-  with an absolute tolerance of 1e-5;
-* anything else is a mismatch.
+* both outputs are split into tokens at ASCII space, \\n, \\t, \\r and \\v (not \\f, not Unicode spaces),
+  empty tokens dropped, and ASCII-lowercased;
+* equal token lists match; lists of different lengths do not;
+* otherwise token by token: when both tokens parse as doubles (absl::SimpleAtod: an optional leading `+`
+  or `-`, a decimal with optional fraction and exponent, or inf / infinity / nan), they match when
+  |a - b| < 1e-5. Integers take this path too (SimpleAtod accepts every integer, so the harness's exact
+  integer branch is never reached): 2^53 + 1 matches 2^53, huge numbers overflow to +-inf, and inf or
+  nan never match a token pairwise (inf - inf is nan);
+* any other pair matches only when the (lowercased) tokens are equal.
 
-Numbers are recognised by a strict pattern (sign, digits, optional fraction and exponent), not by
-Python's float(), which would also accept "nan", "inf" and "1_000".
+This never raises: every token is either a string or a float, and float() takes any digit count.
 """
 
 from __future__ import annotations
 
-import math
 import re
 
 ABS_TOLERANCE = 1e-5
-_INT = re.compile(r"[+-]?\d+")
-_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_INT64 = range(-(1 << 63), 1 << 63)
+"""Numbers match when |a - b| is strictly below this (the harness's kDoublePrecision)."""
+
+_SEPARATORS = re.compile(r"[ \n\t\r\v]+")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_DOUBLE = re.compile(r"[+-]?(?:inf|infinity|nan(?:\([a-z0-9_]*\))?|(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)")
+"""What SimpleAtod accepts, on an already lowercased token (absl::from_chars, general format)."""
 
 
-def _as_number(token: str) -> int | float | None:
-    """The token's value: int when it is an integer that fits 64 bits, float for other numbers, else None."""
-    if _INT.fullmatch(token):
-        value = int(token)
-        return value if value in _INT64 else float(token)
-    if _DECIMAL.fullmatch(token):
-        return float(token)
-    return None
+def _tokens(output: str) -> list[str]:
+    return [token for token in _SEPARATORS.split(output.translate(_ASCII_LOWER)) if token]
 
 
-def tokens_match(expected: str, actual: str) -> bool:
-    """One expected token against one produced token, by the rules above."""
-    if expected.lower() == actual.lower():
-        return True
-    want, got = _as_number(expected), _as_number(actual)
+def _as_double(token: str) -> float | None:
+    """The token's value as the harness reads it, or None when it is not a number."""
+    if not _DOUBLE.fullmatch(token):
+        return None
+    if "nan" in token:
+        return float("nan")  # also "nan(...)", which float() rejects
+    return float(token)
+
+
+def values_match(expected: str, actual: str) -> bool:
+    """One (lowercased) expected token against one produced token: ValuesMatch."""
+    want, got = _as_double(expected), _as_double(actual)
     if want is None or got is None:
-        return False
-    if isinstance(want, int) and isinstance(got, int):
-        return want == got
-    difference = abs(float(want) - float(got))
-    return math.isfinite(difference) and difference <= ABS_TOLERANCE
+        return expected == actual
+    return abs(want - got) < ABS_TOLERANCE
 
 
 def outputs_match(expected: str, actual: str) -> bool:
-    """Whether a program's whole output is accepted for the expected one."""
-    want, got = expected.split(), actual.split()
-    return len(want) == len(got) and all(tokens_match(w, g) for w, g in zip(want, got, strict=True))
+    """Whether a program's whole output is accepted for the expected one: OutputsMatch."""
+    want, got = _tokens(expected), _tokens(actual)
+    if want == got:
+        return True
+    return len(want) == len(got) and all(values_match(w, g) for w, g in zip(want, got, strict=True))

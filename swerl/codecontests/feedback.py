@@ -40,6 +40,7 @@ def _explanation(result: TestResult) -> str:
         Verdict.MEMORY_LIMIT: "Your program exceeded the memory limit.",
         Verdict.OUTPUT_LIMIT: "Your program printed too much output and was stopped.",
         Verdict.NO_CODE: "No Python code was found in your answer. Put your program in a ```python block.",
+        Verdict.JUDGE_ERROR: "The judge failed on this test (not your program's fault).",
     }
     if result.verdict in messages:
         return messages[result.verdict]

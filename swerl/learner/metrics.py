@@ -3,7 +3,8 @@
 Metric names follow TRL's GRPOTrainer (`reward`, `reward_std`, `frac_reward_zero_std`,
 `completions/mean_length`, `clip_ratio/region_mean`, ...) so dashboards built for TRL runs read ours.
 JSONL is the source of truth (`swerl plot` reads it); TensorBoard is optional and skipped when the
-package is missing.
+package is missing. Weights & Biases is opt-in (`report_to_wandb`) and then required: a user who asked for
+a dashboard must not find out at the end that nothing was sent.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +34,14 @@ class MetricsLogger:
         tensorboard: bool = True,
         progress: bool = True,
         desc: str = "train",
+        wandb: dict[str, Any] | None = None,
     ) -> None:
+        """`wandb`: None, or `wandb.init` arguments (project, config, ...) to also log to W&B."""
         self.enabled = enabled
         self.path = run_dir / "metrics.jsonl"
         self._tb: Any = None
         self._bar: Any = None
+        self._wandb: Any = None
         if not enabled:
             return
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -51,6 +56,8 @@ class MetricsLogger:
                 self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=initial_step + 1)
             except ImportError:
                 self._tb = None
+        if wandb is not None:
+            self._wandb = _wandb_run(run_dir, initial_step, wandb)
         if progress:
             self._bar = tqdm(total=total_steps, initial=initial_step, desc=desc, dynamic_ncols=True)
 
@@ -64,6 +71,8 @@ class MetricsLogger:
             row[name] = value if math.isfinite(value) else None
             if self._tb is not None and math.isfinite(value):
                 self._tb.add_scalar(name, value, step)
+        if self._wandb is not None:
+            self._wandb.log({k: v for k, v in row.items() if k != "step" and v is not None}, step=step)
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         if self._bar is not None:
@@ -79,8 +88,26 @@ class MetricsLogger:
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
         if self._bar is not None:
             self._bar.close()
+
+
+def _wandb_run(run_dir: Path, initial_step: int, init_args: dict[str, Any]) -> Any:
+    """A W&B run whose files live in `run_dir/wandb`. Its id is kept there too, so a resumed run
+    continues the same W&B run (resume="allow") instead of starting a second chart at step N."""
+    try:
+        import wandb
+    except ImportError:
+        raise UserError("report_to_wandb needs the wandb package: pip install wandb") from None
+    folder = run_dir / "wandb"
+    folder.mkdir(parents=True, exist_ok=True)
+    id_file = folder / "swerl-run-id"
+    if initial_step == 0 or not id_file.exists():
+        id_file.write_text(uuid.uuid4().hex[:16], encoding="utf-8")
+    run_id = id_file.read_text(encoding="utf-8").strip()
+    return wandb.init(dir=str(run_dir), id=run_id, resume="allow", name=run_dir.name, **init_args)
 
 
 def _truncate_after(path: Path, step: int) -> None:

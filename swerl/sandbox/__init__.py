@@ -7,24 +7,33 @@ per test (persistent.py), so isolation costs little more than starting the inter
 docs/sandbox.md for the design and the threat model.
 """
 
-from swerl.sandbox.bwrap import SandboxConfig, SandboxUnavailable
-from swerl.sandbox.limits import Limits
-from swerl.sandbox.persistent import shutdown
-from swerl.sandbox.pool import Job, TestCase, run_batch, run_tests
-from swerl.sandbox.runner import Execution, execute_source
-from swerl.sandbox.verdict import TestResult, Verdict
+from __future__ import annotations
 
-__all__ = [
-    "Execution",
-    "Job",
-    "Limits",
-    "SandboxConfig",
-    "SandboxUnavailable",
-    "TestCase",
-    "TestResult",
-    "Verdict",
-    "execute_source",
-    "run_batch",
-    "run_tests",
-    "shutdown",
-]
+import importlib
+from typing import Any
+
+# Loaded on first use (PEP 562): `swerl sandbox --help` and the modules that need one piece (bwrap's
+# protections, the limits) should not pay for the pool and the runner.
+_EXPORTS = {
+    "Execution": "swerl.sandbox.runner",
+    "Job": "swerl.sandbox.pool",
+    "Limits": "swerl.sandbox.limits",
+    "SandboxConfig": "swerl.sandbox.bwrap",
+    "SandboxUnavailable": "swerl.sandbox.bwrap",
+    "TestCase": "swerl.sandbox.pool",
+    "TestResult": "swerl.sandbox.verdict",
+    "Verdict": "swerl.sandbox.verdict",
+    "execute_source": "swerl.sandbox.runner",
+    "run_batch": "swerl.sandbox.pool",
+    "run_tests": "swerl.sandbox.pool",
+    "shutdown": "swerl.sandbox.persistent",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'swerl.sandbox' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

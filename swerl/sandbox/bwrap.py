@@ -11,6 +11,11 @@ Isolation is built from three independent layers so that one mistake does not op
   so RLIMIT_NPROC, which the kernel counts per uid and ignores for root, really caps fork bombs, and so
   that even a bubblewrap bug leaves the program without root's rights.
 * rlimits (limits.py) and the runner's wall clock / output caps.
+
+On top of these, no program may build new namespaces of its own (bubblewrap's --disable-userns and the
+seccomp deny-list of seccomp.py), and each slot's memory and process count are limited over all of a
+test's processes by a cgroup (cgroups.py) where the machine allows it. `protections()` decides which of
+these apply and refuses to run without the first two unless they are waived by name.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+from swerl.sandbox import cgroups, seccomp
 
 SANDBOX_DIR = "/sandbox"
 SANDBOX_PROGRAM = "/sandbox/main.py"
@@ -48,8 +55,13 @@ SANDBOX_ENV = {
 """The whole environment a program sees: nothing of ours (tokens, paths) leaks in."""
 
 
+WAIVABLE = ("seccomp", "userns")
+"""Protections a user may waive by name (SandboxConfig.waive, CLI --unsafe-without NAME)."""
+
+
 class SandboxUnavailable(RuntimeError):
-    """Bubblewrap is missing or does not work here, and unisolated execution was not allowed."""
+    """Bubblewrap is missing or does not work here (or a protection cannot be had), and running without it
+    was not allowed."""
 
 
 def default_python() -> str:
@@ -77,6 +89,9 @@ class SandboxConfig:
     persistent: bool = True
     """Reuse one bubblewrap per worker slot, forking a fresh, re-isolated child per test (persistent.py);
     False starts a new bubblewrap for every test (slower, the reference behaviour)."""
+    waive: frozenset[str] = frozenset()
+    """Protections (of WAIVABLE) to run without where this machine cannot provide them; without a waiver
+    a missing one stops the run."""
 
     def interpreter(self) -> str:
         return self.python or default_python()
@@ -103,6 +118,65 @@ def isolation_available(config: SandboxConfig | None = None) -> str | None:
     if problem:
         return f"bubblewrap at {path} cannot create a sandbox here: {problem}"
     return None
+
+
+@functools.cache
+def _bwrap_disables_userns(path: str) -> str | None:
+    """None when this bubblewrap can forbid user namespaces inside the sandbox (--disable-userns, 0.8+)."""
+    probe = [path, "--unshare-all", "--unshare-user", "--disable-userns", "--ro-bind", "/", "/"]
+    try:
+        done = subprocess.run([*probe, "--", "/bin/true"], capture_output=True, timeout=30, check=False)
+    except OSError as err:
+        return str(err)
+    return None if done.returncode == 0 else done.stderr.decode(errors="replace").strip()
+
+
+@dataclass(frozen=True)
+class Protections:
+    """What this machine gives every program on top of bubblewrap's isolation."""
+
+    seccomp_filter: bytes | None
+    """The compiled deny-list (None: waived)."""
+    disable_userns: bool
+    """bubblewrap's --disable-userns in per-test sandboxes (persistent ones rely on the filter, because
+    their zygote needs a user namespace per test; the filter refuses every way to make one)."""
+    cgroups: cgroups.Layout | None
+    """Per-slot memory + pids cgroups, or None (fallback: rlimits only, memfd_create refused)."""
+    notes: tuple[str, ...] = ()
+    """Why a protection is missing, for `swerl sandbox doctor` and the waiver warning."""
+
+
+_warned_waived: set[str] = set()
+
+
+def protections(config: SandboxConfig, bwrap: str | None) -> Protections:
+    """The protections to apply, refusing (SandboxUnavailable) when a required one cannot be had."""
+    problems = {"seccomp": seccomp.unavailable()}
+    problems["userns"] = _bwrap_disables_userns(bwrap) if bwrap else "no bubblewrap"
+    missing = {name: problem for name, problem in problems.items() if problem and name not in config.waive}
+    if missing and bwrap:
+        listed = "; ".join(f"{name}: {problem}" for name, problem in missing.items())
+        raise SandboxUnavailable(
+            f"refusing to run untrusted code without {', '.join(missing)} ({listed}). To run without it, "
+            f"waive it by name: SandboxConfig(waive={{{', '.join(repr(n) for n in missing)}}}) "
+            f"(CLI: {' '.join(f'--unsafe-without {n}' for n in missing)})."
+        )
+    layout = cgroups.layout()
+    notes = tuple(f"{name}: {problem}" for name, problem in problems.items() if problem)
+    if isinstance(layout, str):
+        notes += (f"cgroup: {layout} (fallback: per-process rlimits, memfd_create refused)",)
+    for note in notes:
+        if note not in _warned_waived and bwrap:
+            _warned_waived.add(note)
+            print(f"swerl.sandbox: running without a protection: {note}", file=sys.stderr, flush=True)
+    return Protections(
+        seccomp_filter=None
+        if problems["seccomp"]
+        else seccomp.build_filter(deny_memfd=isinstance(layout, str)),
+        disable_userns=problems["userns"] is None,
+        cgroups=None if isinstance(layout, str) else layout,
+        notes=notes,
+    )
 
 
 _warned_unisolated = False
@@ -187,16 +261,29 @@ def _bwrap_prefix(
 
 
 def bwrap_argv(
-    bwrap: str, python: str, python_args: tuple[str, ...], program: Path, info_fd: int | None = None
+    bwrap: str,
+    python: str,
+    python_args: tuple[str, ...],
+    program: Path,
+    info_fd: int | None = None,
+    *,
+    seccomp_fd: int | None = None,
+    disable_userns: bool = False,
 ) -> list[str]:
     """The command that runs `program` once in a sandbox of its own (per-test mode, see persistent.py).
 
     With --as-pid-1 the program is the namespace's init, bubblewrap reaps it directly, so wait4() on
     bubblewrap reports the program's CPU time and peak memory and no zombie is left behind to count
     against the uid's process limit. `info_fd` receives bubblewrap's JSON with the program's host pid
-    (the runner kills that pid first on a timeout, so bubblewrap still reaps it).
+    (the runner kills that pid first on a timeout, so bubblewrap still reaps it). `seccomp_fd` holds the
+    compiled filter, which bubblewrap installs just before it execs the program; `disable_userns` makes
+    the sandbox's user namespace the last one (bubblewrap caps the count of nested namespaces at it).
     """
     argv = _bwrap_prefix(bwrap, python, ["--ro-bind", str(program), SANDBOX_PROGRAM], info_fd, scratch=True)
+    if disable_userns:
+        argv += ["--unshare-user", "--disable-userns"]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     return [*argv, "--", python, *python_args, SANDBOX_PROGRAM]
 
 
@@ -211,6 +298,33 @@ def zygote_argv(
     """
     argv = _bwrap_prefix(bwrap, python, ["--ro-bind", str(program_dir), SANDBOX_DIR], None, scratch=False)
     return [*argv, "--", python, "-I", "-S", "-c", zygote_source, zygote_config]
+
+
+def private_dir(directory: Path, uid: int | None) -> None:
+    """Make a staging directory the sandbox's alone: its uid may read it, no other account can list or
+    read it (we are root, or the same uid, and need no permission bits)."""
+    if uid is None:
+        directory.chmod(0o700)
+    else:
+        os.chown(directory, uid, uid)
+        directory.chmod(0o500)
+
+
+def place_program(program: Path, target: Path, uid: int | None) -> None:
+    """Put `program` at `target` (atomically), readable only by `uid` (None: by us)."""
+    temporary = target.with_name(f".{target.name}.new")
+    temporary.unlink(missing_ok=True)
+    if uid is None:
+        try:
+            os.link(program, temporary)  # the same inode, already private to us: no copy
+        except OSError:
+            shutil.copyfile(program, temporary)
+            temporary.chmod(0o400)
+    else:
+        shutil.copyfile(program, temporary)
+        os.chown(temporary, uid, uid)
+        temporary.chmod(0o400)
+    os.replace(temporary, target)
 
 
 def slot_uid(config: SandboxConfig, slot: int, pid: int | None = None) -> int | None:

@@ -26,8 +26,14 @@ class Limits:
     wall_s: float = 10.0
     """Wall-clock seconds before the whole sandbox is killed (catches sleeping and blocked programs)."""
     cpu_s: float = 10.0
-    """CPU seconds (RLIMIT_CPU, rounded up). Soft = hard: SIGXCPU ends the program at the limit, and where
-    the program is its namespace's init (per-test mode), which ignores SIGXCPU, the kernel's SIGKILL."""
+    """CPU seconds: the time limit proper, as in the official harness. RLIMIT_CPU, rounded up, soft at the
+    limit: SIGXCPU, a signal nothing else sends, ends the program there (the hard limit, one second later,
+    catches a program that ignores it; in per-test mode, where the program is its namespace's init and
+    cannot get SIGXCPU, the hard limit is the soft one). A run that finishes having used more than `cpu_s`
+    is a timeout too."""
+    wall_multiple: float = 3.0
+    """`scaled` sets the wall clock to this multiple of a problem's time limit, so a loaded machine does
+    not turn a solution within its CPU budget into a timeout (the official harness allows 30x)."""
     memory_bytes: int = 1024 * MIB
     """Address space (RLIMIT_AS); Python raises MemoryError when an allocation would cross it."""
     processes: int = 16
@@ -48,25 +54,29 @@ class Limits:
     """How much of stdout / stderr a result keeps for reports and feedback."""
 
     def scaled(self, *, time_s: float | None = None, memory_bytes: int | None = None) -> Limits:
-        """These limits with a problem's own time / memory limit, where it has one (None keeps ours)."""
+        """These limits with a problem's own time / memory limit, where it has one (None keeps ours): the
+        time limit is CPU time, and the wall clock `wall_multiple` times longer."""
         changes: dict[str, float | int] = {}
         if time_s is not None and time_s > 0:
-            changes["wall_s"] = time_s
+            changes["wall_s"] = time_s * self.wall_multiple
             changes["cpu_s"] = time_s
         if memory_bytes is not None and memory_bytes > 0:
             changes["memory_bytes"] = memory_bytes
         return replace(self, **changes)
 
 
-def rlimits(limits: Limits, *, enforce_processes: bool) -> list[tuple[int, tuple[int, int]]]:
+def rlimits(
+    limits: Limits, *, enforce_processes: bool, program_is_init: bool = False
+) -> list[tuple[int, tuple[int, int]]]:
     """The (resource, (soft, hard)) pairs to apply in the child before it execs the sandbox.
 
     The process limit only means something under a uid of its own (see bwrap.py), so the caller says
-    whether to set it; set as root, the kernel would ignore it anyway.
+    whether to set it; set as root, the kernel would ignore it anyway. A program that is its namespace's
+    init (per-test mode) ignores SIGXCPU, so there the hard CPU limit equals the soft one (SIGKILL at it).
     """
     cpu = max(1, math.ceil(limits.cpu_s))
     pairs = [
-        (resource.RLIMIT_CPU, (cpu, cpu)),
+        (resource.RLIMIT_CPU, (cpu, cpu if program_is_init else cpu + 1)),
         (resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes)),
         (resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes)),
         (resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files)),

@@ -21,7 +21,9 @@ are restarted on the next lease; `shutdown()` (also at exit) ends them.
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -42,9 +44,13 @@ from swerl.sandbox.bwrap import (
     SANDBOX_PROGRAM,
     SLOTS_PER_PROCESS,
     SandboxConfig,
+    place_program,
+    private_dir,
+    protections,
     slot_uid,
     zygote_argv,
 )
+from swerl.sandbox.cgroups import SlotCgroup
 from swerl.sandbox.limits import Limits, rlimits
 from swerl.sandbox.verdict import Execution
 
@@ -60,13 +66,22 @@ TMP_INODES = 16_384
 
 _LAUNCHER = (
     "import os, sys\n"
-    "uid = int(sys.argv[1])\n"
-    "os.setgroups([])\n"
-    "os.setgid(uid)\n"
-    "os.setuid(uid)\n"
-    "os.execv(sys.argv[2], sys.argv[2:])\n"
+    "uid, fds = sys.argv[1], [int(fd) for fd in sys.argv[2].split(',') if fd]\n"
+    "for fd in fds:\n"
+    "    os.write(fd, b'0')\n"
+    "    os.close(fd)\n"
+    "if uid != '-':\n"
+    "    os.setgroups([])\n"
+    "    os.setgid(int(uid))\n"
+    "    os.setuid(int(uid))\n"
+    "os.execv(sys.argv[3], sys.argv[3:])\n"
 )
-"""Switches to the slot's uid and execs bubblewrap: the uid change happens here, not in a fork of ours."""
+"""Joins the slot's cgroups (fds of their cgroup.procs), switches to the slot's uid and execs bubblewrap:
+all of it here, not in a fork of ours. Joining once per sandbox matters: on cgroup v1 moving a process
+costs ~10 ms, as much as a test."""
+SANDBOX_MEMORY = 32 << 20
+"""Memory allowed in a slot's cgroup on top of the test's limit, for bubblewrap and the zygote, which live
+there too (the official harness likewise adds 32 MiB to its address-space limit for the interpreter)."""
 
 
 class SandboxLost(RuntimeError):
@@ -107,10 +122,16 @@ class Sandbox:
         self.bwrap = bwrap
         self.slot = slot
         self.uid = slot_uid(config, slot)
+        self.guard = protections(config, bwrap)
+        self._cgroup: SlotCgroup | None = None
+        """The slot's cgroups, which the whole sandbox joins when it starts; each test's processes are in
+        them from their fork on."""
+        self._own_processes = 0
+        """Processes of the sandbox itself (bubblewrap, zygote) in the slot's pids cgroup."""
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
         self._dir: Path | None = None
-        self._staged: tuple[int, int] | None = None
+        self._staged: tuple[int, int, int] | None = None
         self._seq = 0
         self._busy = False
         """A run started and did not finish cleanly (e.g. an exception in our thread): state unknown."""
@@ -120,7 +141,10 @@ class Sandbox:
     def start(self) -> None:
         """Launch bubblewrap; does not wait for it (see wait_ready), so many can start in parallel."""
         self._dir = Path(tempfile.mkdtemp(prefix="swerl-slot-"))
-        self._dir.chmod(0o755)
+        private_dir(self._dir, self.uid)
+        if self.guard.cgroups is not None:
+            self._cgroup = SlotCgroup(self.guard.cgroups, f"swerl-{os.getpid()}-{self.slot}")
+        seccomp_filter = self.guard.seccomp_filter
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         python = self.config.interpreter()
         zygote_config = json.dumps(
@@ -130,24 +154,29 @@ class Sandbox:
                 "python_args": list(self.config.python_args),
                 "program": SANDBOX_PROGRAM,
                 "env": SANDBOX_ENV,
+                "seccomp": base64.b64encode(seccomp_filter).decode() if seccomp_filter else "",
             }
         )
         argv = zygote_argv(self.bwrap, python, self._dir, _zygote_source(), zygote_config)
-        if self.uid is not None:
-            argv = [python, "-I", "-S", "-c", _LAUNCHER, str(self.uid), *argv]
+        procs = self._cgroup.open_procs() if self._cgroup is not None else []
+        if self.uid is not None or procs:
+            uid = "-" if self.uid is None else str(self.uid)
+            argv = [python, "-I", "-S", "-c", _LAUNCHER, uid, ",".join(map(str, procs)), *argv]
         try:
             self._proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                pass_fds=(theirs.fileno(),),
+                pass_fds=(theirs.fileno(), *procs),
                 cwd="/",
                 env=dict(SANDBOX_ENV),
                 start_new_session=True,
             )
         finally:
             theirs.close()
+            for fd in procs:
+                os.close(fd)
         self._ctl = ours
 
     def wait_ready(self) -> None:
@@ -162,6 +191,8 @@ class Sandbox:
         if not reply.get("ready"):
             self.close()
             raise PersistentUnsupported(str(reply.get("error")))
+        if self._cgroup is not None:
+            self._own_processes = self._cgroup.processes()
 
     def _stderr_text(self) -> str:
         if self._proc is None or self._proc.stderr is None or self._proc.stderr.closed:
@@ -195,6 +226,9 @@ class Sandbox:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+        if self._cgroup is not None:
+            self._cgroup.close()
+            self._cgroup = None
         self._staged = None
         self._busy = False
 
@@ -206,6 +240,7 @@ class Sandbox:
         if self._proc is not None:
             self._proc.returncode = 0  # not our child here; keep Popen from waiting on it
             self._proc = None
+        self._cgroup = None
 
     # ---- running ---------------------------------------------------------------------------------
 
@@ -225,22 +260,13 @@ class Sandbox:
         raise AssertionError("unreachable")
 
     def _stage(self, program: Path) -> None:
-        """Make `program` the sandbox's /sandbox/main.py (a hard link: no copy, same read-only inode)."""
+        """Make `program` the sandbox's /sandbox/main.py, readable by the slot's uid alone."""
         assert self._dir is not None
         info = program.stat()
-        if self._staged == (info.st_dev, info.st_ino):
+        if self._staged == (info.st_dev, info.st_ino, info.st_mtime_ns):
             return
-        target = self._dir / "main.py"
-        temporary = self._dir / ".main.py.new"
-        temporary.unlink(missing_ok=True)
-        try:
-            os.link(program, temporary)
-        except OSError:
-            shutil.copyfile(program, temporary)
-            temporary.chmod(0o644)
-        os.replace(temporary, target)
-        staged = target.stat()
-        self._staged = (staged.st_dev, staged.st_ino) if staged.st_ino == info.st_ino else None
+        place_program(program, self._dir / "main.py", self.uid)
+        self._staged = (info.st_dev, info.st_ino, info.st_mtime_ns)
 
     def _request(self, limits: Limits, seq: int) -> dict[str, object]:
         pairs = rlimits(limits, enforce_processes=False)
@@ -259,6 +285,12 @@ class Sandbox:
         self._seq += 1
         seq = self._seq
         message = json.dumps(self._request(limits, seq)).encode()
+        oom_before = 0
+        if self._cgroup is not None:
+            self._cgroup.set_limits(
+                limits.memory_bytes + SANDBOX_MEMORY, self._own_processes + limits.processes
+            )
+            oom_before = self._cgroup.oom_kills()
         stdin_fd = _stdin_fd(stdin)
         out_read, out_write = os.pipe2(os.O_CLOEXEC)
         err_read, err_write = os.pipe2(os.O_CLOEXEC)
@@ -273,6 +305,8 @@ class Sandbox:
                 for fd in (stdin_fd, out_write, err_write):
                     os.close(fd)
             execution = self._collect(out_read, err_read, limits, start, seq)
+            if self._cgroup is not None and self._cgroup.oom_kills() > oom_before:
+                execution = dataclasses.replace(execution, oom_killed=True)
             self._busy = False
             return execution
         finally:

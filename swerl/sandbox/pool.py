@@ -10,16 +10,18 @@ sandboxes are off or unavailable, each thread holds a slot and starts a fresh sa
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import queue
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from swerl.sandbox import persistent
-from swerl.sandbox.bwrap import SLOTS_PER_PROCESS, SandboxConfig, resolve_bwrap
+from swerl.sandbox.bwrap import SLOTS_PER_PROCESS, SandboxConfig, protections, resolve_bwrap
 from swerl.sandbox.limits import Limits
 from swerl.sandbox.runner import execute_fresh, staged_program
 from swerl.sandbox.verdict import Execution, TestResult, Verdict, failure_verdict, to_result
@@ -58,13 +60,37 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, SLOTS_PER_PROCESS))
 
 
+_log = logging.getLogger(__name__)
+_judge_errors = 0
+_judge_errors_lock = threading.Lock()
+
+
+def judge_errors() -> int:
+    """How many tests this process has judged `judge_error` (our fault: a lost sandbox, a failing checker)."""
+    return _judge_errors
+
+
 def _judge(test: TestCase, program: Path, limits: Limits, runner: Runner, check: Checker) -> TestResult:
-    run = runner(program, test.input.encode(), limits)
-    verdict = failure_verdict(run, limits)
-    if verdict is None:
-        accepted = test.output is None or check(test.output, run.stdout)
-        verdict = Verdict.PASSED if accepted else Verdict.WRONG_ANSWER
-    return to_result(run, verdict, limits)
+    """One test's result; never raises for anything but an interrupt. Whatever the program printed becomes a
+    verdict; a fault of ours (sandbox, checker) becomes JUDGE_ERROR, counted and logged with its trace,
+    so training and evaluation go on and the count shows whether the judge can be trusted."""
+    global _judge_errors
+    run = None
+    try:
+        run = runner(program, test.input.encode(), limits)
+        verdict = failure_verdict(run, limits)
+        if verdict is None:
+            accepted = test.output is None or check(test.output, run.stdout)
+            verdict = Verdict.PASSED if accepted else Verdict.WRONG_ANSWER
+        return to_result(run, verdict, limits)
+    except Exception as err:
+        with _judge_errors_lock:
+            _judge_errors += 1
+        _log.exception("judge_error on a test (%s); %d so far in this process", err, _judge_errors)
+        detail = f"{type(err).__name__}: {err}"
+        if run is None:
+            return TestResult(Verdict.JUDGE_ERROR, stderr_tail=detail)
+        return replace(to_result(run, Verdict.JUDGE_ERROR, limits), stderr_tail=detail)
 
 
 def _runners(stack: ExitStack, config: SandboxConfig, bwrap: str | None, count: int) -> list[Runner]:
@@ -105,6 +131,7 @@ def run_batch(
     if not pending:
         return [[r for r in row if r is not None] for row in results]
     bwrap = resolve_bwrap(config)  # refuse (or warn) once, before any sandbox starts
+    protections(config, bwrap)  # likewise for a missing seccomp filter or --disable-userns
     count = max(1, min(workers or default_workers(), SLOTS_PER_PROCESS, pending))
 
     with ExitStack() as stack:

@@ -36,7 +36,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swerl.sandbox import persistent
-from swerl.sandbox.bwrap import SANDBOX_ENV, SandboxConfig, bwrap_argv, resolve_bwrap, slot_uid
+from swerl.sandbox.bwrap import (
+    SANDBOX_ENV,
+    SandboxConfig,
+    bwrap_argv,
+    place_program,
+    private_dir,
+    protections,
+    resolve_bwrap,
+    slot_uid,
+)
+from swerl.sandbox.cgroups import SlotCgroup
 from swerl.sandbox.limits import Limits, rlimits
 from swerl.sandbox.persistent import _stdin_fd
 from swerl.sandbox.verdict import Execution
@@ -49,13 +59,13 @@ _VALID_SIGNALS = frozenset(int(s) for s in signal.valid_signals())
 
 @contextlib.contextmanager
 def staged_program(source: str) -> Iterator[Path]:
-    """Write a program where the sandbox can bind it from (world-readable, since it runs as another uid)."""
+    """Write a program to a private temp file (mode 0600 in a 0700 directory): each sandbox gets its own
+    copy, readable by its uid alone (bwrap.place_program), so no other account on the host can read it."""
     directory = Path(tempfile.mkdtemp(prefix="swerl-program-"))
     try:
-        directory.chmod(0o755)
         path = directory / "main.py"
         path.write_text(source, encoding="utf-8")
-        path.chmod(0o644)
+        path.chmod(0o600)
         yield path
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -198,20 +208,49 @@ def execute_fresh(
     """One run in a process tree of its own: a new bubblewrap (or, opted out, the bare interpreter)."""
     uid = slot_uid(config, slot)
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    pairs = rlimits(limits, enforce_processes=uid is not None)
-
-    def apply_limits() -> None:
-        for which, value in pairs:
-            resource.setrlimit(which, value)
-
     bwrap = resolve_bwrap(config)
+    pairs = rlimits(limits, enforce_processes=uid is not None, program_is_init=bwrap is not None)
+    guard = protections(config, bwrap)
     python = config.interpreter()
     with contextlib.ExitStack() as stack:
+        cgroup = SlotCgroup(guard.cgroups, f"swerl-{os.getpid()}-{slot}") if guard.cgroups else None
+        procs: list[int] = []
+        if cgroup is not None:
+            stack.callback(cgroup.close)
+            cgroup.set_limits(limits.memory_bytes, limits.processes)
+            procs = cgroup.open_procs()
+            stack.callback(lambda: [os.close(fd) for fd in procs])
+        oom_before = cgroup.oom_kills() if cgroup else 0
+
+        def apply_limits() -> None:
+            for fd in procs:  # join the test's cgroup before bubblewrap starts: it and all below count
+                os.write(fd, b"0")
+            for which, value in pairs:
+                resource.setrlimit(which, value)
+
+        private = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="swerl-slot-")))
+        place_program(program, private / "main.py", uid)
+        private_dir(private, uid)
+        program = private / "main.py"
         if bwrap:
             info_read, info_write = os.pipe()
             stack.callback(os.close, info_read)
-            argv = bwrap_argv(bwrap, python, config.python_args, program, info_fd=info_write)
-            workdir, env, pass_fds = "/", dict(SANDBOX_ENV), (info_write,)
+            pass_fds: tuple[int, ...] = (info_write,)
+            seccomp_fd = None
+            if guard.seccomp_filter is not None:
+                seccomp_fd = _stdin_fd(guard.seccomp_filter)
+                stack.callback(os.close, seccomp_fd)
+                pass_fds += (seccomp_fd,)
+            argv = bwrap_argv(
+                bwrap,
+                python,
+                config.python_args,
+                program,
+                info_fd=info_write,
+                seccomp_fd=seccomp_fd,
+                disable_userns=guard.disable_userns,
+            )
+            workdir, env = "/", dict(SANDBOX_ENV)
         else:
             info_read = info_write = None
             workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="swerl-unisolated-"))
@@ -247,6 +286,7 @@ def execute_fresh(
             _, status, usage = os.wait4(proc.pid, 0)
             wall = time.monotonic() - start
             proc.returncode = os.waitstatus_to_exitcode(status)
+        oom_killed = cgroup is not None and cgroup.oom_kills() > oom_before
     exit_code, sig = _decode_status(status, bwrap is not None)
     peak = usage.ru_maxrss * 1024
     return Execution(
@@ -259,6 +299,7 @@ def execute_fresh(
         stderr_tail=bytes(got.stderr[-limits.tail_bytes * 4 :]).decode("utf-8", errors="replace"),
         timed_out=got.timed_out,
         output_exceeded=got.exceeded,
+        oom_killed=oom_killed,
     )
 
 

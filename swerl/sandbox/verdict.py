@@ -19,6 +19,8 @@ class Verdict(StrEnum):
     MEMORY_LIMIT = "memory_limit"
     OUTPUT_LIMIT = "output_limit"
     NO_CODE = "no_valid_code"
+    JUDGE_ERROR = "judge_error"
+    """Our fault, not the program's: the sandbox or the checker failed (counted and logged by the pool)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class Execution:
     """We killed it at the wall-clock limit."""
     output_exceeded: bool
     """We killed it because stdout or stderr passed its cap."""
+    oom_killed: bool = False
+    """The kernel killed a process of this test for passing the test's memory cgroup limit."""
 
 
 @dataclass(frozen=True)
@@ -85,26 +89,35 @@ def _last_line(text: str) -> str:
 def failure_verdict(run: Execution, limits: Limits) -> Verdict | None:
     """The verdict of a run that did not finish cleanly, or None when it exited 0 and needs checking.
 
-    Order matters: our own kills come first (they explain the signal), then the kernel's limit signals
-    (RLIMIT_CPU kills with SIGKILL at the limit, hence the 0.9 slack for CPU accounting granularity),
-    then Python's MemoryError (how RLIMIT_AS shows up in an interpreter), then any other failure.
+    Every verdict names a limit only on evidence that the limit was hit, never on what the program
+    printed while it was being killed. In order: our own kills (they explain the signal); the memory
+    cgroup's OOM kill; CPU time over the limit (RLIMIT_CPU's SIGXCPU; its hard SIGKILL where the program
+    is its namespace's init, with 0.9 slack because rusage and the CPU timer account differently; or a
+    finished run that used more than the limit, since RLIMIT_CPU only has whole seconds); the file size
+    limit. A clean exit is then checked.
+    Any other death by a signal is a runtime error, whatever was written before it. A non-zero exit whose
+    last stderr line is Python's MemoryError is how RLIMIT_AS surfaces in an interpreter: memory_limit.
     """
     if run.output_exceeded:
         return Verdict.OUTPUT_LIMIT
     if run.timed_out:
         return Verdict.TIMEOUT
-    if run.signal == signal.SIGXCPU or (run.signal == signal.SIGKILL and run.cpu_s >= 0.9 * limits.cpu_s):
+    if run.oom_killed:
+        return Verdict.MEMORY_LIMIT
+    if run.signal == signal.SIGXCPU or run.cpu_s > limits.cpu_s:
+        return Verdict.TIMEOUT
+    if run.signal == signal.SIGKILL and run.cpu_s >= 0.9 * limits.cpu_s:
         return Verdict.TIMEOUT
     if run.signal == signal.SIGXFSZ:
         return Verdict.OUTPUT_LIMIT
     if run.exit_code == 0 and run.signal is None:
         return None
-    if "[Errno 27] File too large" in _last_line(run.stderr_tail):
+    if run.signal is not None:
+        return Verdict.RUNTIME_ERROR
+    last = _last_line(run.stderr_tail)
+    if "[Errno 27] File too large" in last:
         return Verdict.OUTPUT_LIMIT  # Python ignores SIGXFSZ, so RLIMIT_FSIZE surfaces as EFBIG
-    if _last_line(run.stderr_tail).startswith("MemoryError") or run.peak_memory_bytes >= limits.memory_bytes:
-        return Verdict.MEMORY_LIMIT
-    if run.signal == signal.SIGKILL:
-        # Nobody inside can SIGKILL the namespace's init and we did not: the kernel did (the OOM killer).
+    if last.startswith("MemoryError"):
         return Verdict.MEMORY_LIMIT
     return Verdict.RUNTIME_ERROR
 

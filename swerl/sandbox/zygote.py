@@ -14,8 +14,13 @@ Per test, the child makes the previous test invisible before it execs the progra
   with the test's mount namespace, so nothing written by test N is there for test N+1;
 * the IPC namespace takes SysV segments, semaphores and POSIX message queues with it; the user namespace
   takes the user keyrings;
+* the highest OOM score (oom_score_adj 1000; raising it needs no privilege), so that when the test
+  passes the slot cgroup's memory limit the kernel's OOM killer picks a process of the test, not us;
 * rlimits, a new session, default signal dispositions, only fds 0 / 1 / 2 (stdin memfd, stdout and stderr
-  pipes that the host passed over the control socket), then exec of a fresh interpreter.
+  pipes that the host passed over the control socket);
+* last, no_new_privs and the seccomp filter (seccomp.py; built by the host, passed in our config), which
+  from here on refuses namespace, mount and other calls, so the program cannot undo any of the above
+  (the unshare and mounts before it were ours); then exec of a fresh interpreter.
 
 After the program exits (or the host asks us to kill it), we SIGKILL every other process in the pid
 namespace (kill(-1) from init reaches them all, orphans included, because they were all reparented to us)
@@ -32,6 +37,7 @@ Protocol, over a SOCK_SEQPACKET socket (one message each; fds travel as SCM_RIGH
 End of file on the socket (the host went away) kills everything and ends the sandbox.
 """
 
+import base64
 import contextlib
 import ctypes
 import errno
@@ -52,6 +58,9 @@ MS_REC = 0x4000
 MS_PRIVATE = 0x40000
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
+PR_SET_SECCOMP = 22
+PR_SET_NO_NEW_PRIVS = 38
+SECCOMP_MODE_FILTER = 2
 SCRATCH = ("/tmp", "/dev/shm")
 MESSAGE_BYTES = 1 << 16
 EXEC_FAILED = 127
@@ -95,6 +104,18 @@ def isolate(tmp_bytes, tmp_inodes):
         _check(-1, f"drop capability {cap} from the bounding set")
 
 
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def install_seccomp(compiled):
+    """Apply a compiled classic-BPF filter (8 bytes per instruction) to this process and its future
+    children; no_new_privs first, which the kernel requires of an unprivileged caller."""
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    program = _Program(len(compiled) // 8, compiled)
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0), "seccomp")
+
+
 def _child(request, fds, error_fd, config):
     """Runs in the forked child; never returns. Setup errors go to error_fd (ours, not the program's)."""
     stdin, stdout, stderr = fds
@@ -107,6 +128,7 @@ def _child(request, fds, error_fd, config):
         if request.get("nproc"):
             resource.setrlimit(resource.RLIMIT_NPROC, tuple(request["nproc"]))
         isolate(request["tmp_bytes"], request["tmp_inodes"])
+        _write("/proc/self/oom_score_adj", "1000")  # after isolate: /proc/self is ours once dumpable
         os.chdir("/tmp")
         for target, fd in enumerate((stdin, stdout, stderr)):
             os.dup2(fd, target)
@@ -114,6 +136,8 @@ def _child(request, fds, error_fd, config):
         os.closerange(error_fd + 1, 1 << 20)
         for which, soft, hard in request["rlimits"]:
             resource.setrlimit(which, (soft, hard))
+        if config["seccomp"]:
+            install_seccomp(base64.b64decode(config["seccomp"]))
     except BaseException as err:  # anything failing here is ours: reported, never raised
         os.write(error_fd, f"{type(err).__name__}: {err}".encode()[:4000])
         os._exit(EXEC_FAILED)
@@ -202,6 +226,10 @@ def self_test(config):
     if pid == 0:
         try:
             isolate(1 << 20, 64)
+            if config["seccomp"]:
+                install_seccomp(base64.b64decode(config["seccomp"]))
+                if _libc.unshare(CLONE_NEWUSER) == 0:
+                    raise OSError("the seccomp filter did not stop unshare()")
             os._exit(0)
         except BaseException as err:
             os.write(error_write, str(err).encode()[:4000])

@@ -76,7 +76,8 @@ def completion_logprobs(
     Rows are [left-padded prompt | right-padded completion], so every completion starts in the same
     column and `logits_to_keep` computes the LM head only over the completion. Position ids come from
     the attention mask, as in generation, or left padding would shift positions and the log-probs would
-    not be those of the sampler.
+    not be those of the sampler. Both log-probs and entropies are computed a chunk of positions at a time
+    (`swerl.algorithms.losses`), so no float32 [batch, length, vocabulary] copy of the logits exists.
     """
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     c = completion_ids.shape[1]
@@ -89,10 +90,7 @@ def completion_logprobs(
     )
     logits = out.logits[:, :-1, :]
     logp = token_logprobs(logits, completion_ids, temperature)
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            entropy = entropy_from_logits(logits.detach().float() / temperature)
+    entropy = entropy_from_logits(logits.detach(), temperature) if with_entropy else None
     return logp, entropy
 
 

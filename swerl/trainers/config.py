@@ -49,6 +49,9 @@ class TrainConfig(LearnerConfig):
         save_total_limit: keep the newest N checkpoints (None: all).
         resume_from_checkpoint: a checkpoint directory, or "latest" for the newest in output_dir.
         report_to_tensorboard: also write TensorBoard event files (when tensorboard is installed).
+        report_to_wandb: also log to Weights & Biases (needs `pip install wandb`; WANDB_MODE=offline
+            keeps the run on disk under output_dir/wandb). A resumed run continues the same W&B run.
+        wandb_project: the W&B project the run is logged to.
         trust_remote_code: passed to from_pretrained.
         max_train_samples / max_eval_samples: use only the first N rows of train_file / eval_file.
     """
@@ -65,6 +68,8 @@ class TrainConfig(LearnerConfig):
     save_total_limit: PositiveInt | None = 2
     resume_from_checkpoint: str | None = None
     report_to_tensorboard: bool = True
+    report_to_wandb: bool = False
+    wandb_project: str = "swerl"
     trust_remote_code: bool = False
     max_train_samples: PositiveInt | None = None
     max_eval_samples: PositiveInt | None = None
@@ -123,7 +128,21 @@ class GRPOConfig(TrainConfig):
             log-probs of the policy that sampled (old log-probs) in the clipped ratio.
         epsilon, epsilon_high: clip range [1 - epsilon, 1 + epsilon_high]; epsilon_high None = epsilon.
         beta: weight of the k3 KL to a frozen copy of the initial model; 0 loads no reference model.
-        loss_aggregation: "token-mean" over the global batch (default), "seq-mean", "seq-mean-token-sum".
+        loss_aggregation: "token-mean" over the global batch (default), "seq-mean", "seq-mean-token-sum",
+            or "seq-mean-token-sum-norm" (Dr. GRPO: token sums over the constant max_completion_length).
+        importance_sampling_level: "token" (PPO/GRPO ratios) or "sequence" (GSPO: one ratio per answer,
+            the geometric mean of its token ratios).
+        importance_sampling_correction: weight each token by min(learner / sampler probability, cap)
+            (truncated importance sampling); "auto" turns it on when the sampler is not the learner
+            (rollout_engine "vllm"), where bf16 kernels sample from a slightly different distribution.
+        importance_sampling_cap: the cap of that weight (TRL's default 2).
+        mask_truncated_completions: leave answers cut at max_completion_length out of the loss (DAPO).
+        overlong_buffer_length: DAPO's soft overlong penalty: the last N tokens of the budget cost up to
+            overlong_penalty_factor reward, linearly (0: off).
+        overlong_penalty_factor: the reward an answer at max_completion_length loses.
+        dynamic_sampling: DAPO's dynamic sampling: drop zero-std groups and sample more prompts until the
+            batch has prompts_per_step informative groups or max_sampling_rounds rounds were spent.
+        max_sampling_rounds: rollout rounds per step that dynamic sampling may spend (the first included).
         scale_rewards: advantage std: "group" (per group), "batch" (global batch) or "none".
         drop_zero_std_groups: leave groups whose rewards are all equal out of the update (they carry no
             signal); `frac_reward_zero_std` is logged either way.
@@ -147,7 +166,17 @@ class GRPOConfig(TrainConfig):
     epsilon: BelowOne = 0.2
     epsilon_high: NonNegativeFloat | None = None
     beta: NonNegativeFloat = 0.0
-    loss_aggregation: Literal["token-mean", "seq-mean", "seq-mean-token-sum"] = "token-mean"
+    loss_aggregation: Literal["token-mean", "seq-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = (
+        "token-mean"
+    )
+    importance_sampling_level: Literal["token", "sequence"] = "token"
+    importance_sampling_correction: bool | Literal["auto"] = "auto"
+    importance_sampling_cap: PositiveFloat = 2.0
+    mask_truncated_completions: bool = False
+    overlong_buffer_length: NonNegativeInt = 0
+    overlong_penalty_factor: NonNegativeFloat = 1.0
+    dynamic_sampling: bool = False
+    max_sampling_rounds: PositiveInt = 3
     scale_rewards: Literal["group", "batch", "none"] = "group"
     drop_zero_std_groups: bool = False
     reward: str = "swe_rl"
@@ -165,7 +194,24 @@ class GRPOConfig(TrainConfig):
             found.append(("reward", f"expected 'swe_rl', 'token:N' or 'token:LO-HI', got {self.reward!r}"))
         if self.temperature == 0:
             found.append(("temperature", "must be > 0: GRPO samples a group of different answers"))
+        if self.overlong_buffer_length > self.max_completion_length:
+            found.append(
+                (
+                    "overlong_buffer_length",
+                    f"must be at most max_completion_length ({self.max_completion_length})",
+                )
+            )
+        if self.importance_sampling_cap < 1:
+            found.append(
+                ("importance_sampling_cap", "must be at least 1: a lower cap down-weights every token")
+            )
         return found
+
+    def corrects_sampler(self) -> bool:
+        """Whether truncated importance sampling is on: "auto" means when the sampler is not the learner."""
+        if self.importance_sampling_correction == "auto":
+            return self.rollout_engine != "hf"
+        return bool(self.importance_sampling_correction)
 
 
 @dataclass

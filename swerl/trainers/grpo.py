@@ -3,11 +3,14 @@
 One step, top to bottom (`GRPOTrainer.train_step`):
 
 1. rollout   — this rank's share of the prompts, G answers each (a group never spans ranks);
-2. reward    — each group scored together (the oracle diff is computed once per group);
+2. reward    — each group scored together (the oracle diff is computed once per group), plus DAPO's soft
+               overlong penalty when configured; under dynamic sampling, rounds 1-2 repeat with fresh
+               prompts until every rank holds its share of groups whose rewards differ (bounded rounds);
 3. advantage — (r - group mean) / (group std + eps), on the *global* rewards so "batch" scaling and the
                logged metrics see every rank's groups; zero-std groups are counted and optionally dropped;
 4. update    — mu passes; each pass is micro-batches of clipped-ratio loss, token-mean over the global
                batch, then one optimizer step. Pass 1 of mu = 1 has ratio 1 (plain policy gradient).
+               Truncated importance weights correct for a sampler that is not the learner.
 5. log and checkpoint.
 
 The trainer holds no algorithm: advantages, losses and KL come from `swerl.algorithms`.
@@ -19,6 +22,7 @@ import copy
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +35,11 @@ from swerl.algorithms import (
     group_reward_metrics,
     logprob_mismatch,
     masked_mean,
+    soft_overlong_penalty,
+    truncated_is_weights,
     zero_std_groups,
 )
+from swerl.errors import UserError
 from swerl.learner import Learner
 from swerl.learner.dist import all_gather_floats, all_reduce
 from swerl.trainers.common import PackedBatch, evaluate, load_reference, pack_sequences, sampling_params
@@ -40,6 +47,31 @@ from swerl.trainers.config import GRPOConfig
 from swerl.trainers.data import EpochSampler, Example, rank_slice
 from swerl.trainers.loop import TrainLoop, build_engine, load_run, pad_id, write_config
 from swerl.trainers.rewards import GroupReward
+
+
+@dataclass
+class Rollout:
+    """One step's groups on this rank: prompts, completions, reward results and the rewards trained on
+    (reward + overlong penalty), flat in group order; `first` is the first round alone (what metrics
+    describe, so dynamic sampling does not flatter the logged reward)."""
+
+    examples: list[Example] = field(default_factory=list)
+    completions: list[Any] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    rounds: int = 0
+    first: Rollout | None = None
+    generate_seconds: float = 0.0
+    reward_seconds: float = 0.0
+
+    def extend(self, other: Rollout, groups: Sequence[int], g: int) -> None:
+        """Append groups `groups` (indices into `other`'s groups of size g)."""
+        for k in groups:
+            self.examples.append(other.examples[k])
+            rows = slice(k * g, (k + 1) * g)
+            self.completions += other.completions[rows]
+            self.results += other.results[rows]
+            self.rewards += other.rewards[rows]
 
 
 class GRPOTrainer(TrainLoop):
@@ -83,41 +115,39 @@ class GRPOTrainer(TrainLoop):
         cfg, dist = self.config, self.dist
         t0 = time.perf_counter()
 
-        # 1. Rollout: this rank's prompts, G answers each, from the current policy.
-        indices = rank_slice(self.sampler.next_batch(cfg.prompts_per_step), dist.rank, dist.world_size)
-        examples = [self.examples[i] for i in indices]
-        groups = self.generate([e.prompt_ids for e in examples])
-        t_gen = time.perf_counter()
-
-        # 2. Reward, one group at a time.
-        results = [
-            r for example, group in zip(examples, groups, strict=True) for r in self.reward_fn(example, group)
-        ]
-        completions = [c for group in groups for c in group]
-        prompts = [e.prompt_ids for e in examples for _ in range(cfg.num_generations)]
+        # 1-2. Rollout and reward (more rounds under dynamic sampling).
+        roll = self.rollout()
+        first = roll.first or roll
+        completions = roll.completions
+        prompts = [e.prompt_ids for e in roll.examples for _ in range(cfg.num_generations)]
         t_reward = time.perf_counter()
 
         # 3. Advantages from the global rewards; this rank keeps the slice of its own groups.
-        local_rewards = [r.reward for r in results]
+        local_rewards = roll.rewards
+        counts = all_gather_floats([float(len(local_rewards))])
         global_rewards = torch.tensor(all_gather_floats(local_rewards))
-        advantages = group_advantages(global_rewards, cfg.num_generations, scale=cfg.scale_rewards)
-        lo = dist.rank * len(local_rewards)
-        advantages = advantages[lo : lo + len(local_rewards)]
         keep = list(range(len(completions)))
-        if cfg.drop_zero_std_groups:
-            flat = zero_std_groups(torch.tensor(local_rewards), cfg.num_generations)
-            keep = [i for i in keep if not flat[i // cfg.num_generations]]
         batch = None
-        if keep:
-            kept = [completions[i] for i in keep]
-            batch = pack_sequences(
-                [prompts[i] for i in keep],
-                [c.token_ids for c in kept],
-                self.pad_id,
-                dist.device,
-                advantages=advantages[keep],
-                sampler_logp=[c.logprobs for c in kept],
-            )
+        if global_rewards.numel():
+            advantages = group_advantages(global_rewards, cfg.num_generations, scale=cfg.scale_rewards)
+            lo = int(sum(counts[: dist.rank]))
+            advantages = advantages[lo : lo + len(local_rewards)]
+            if cfg.drop_zero_std_groups and keep:
+                flat = zero_std_groups(torch.tensor(local_rewards), cfg.num_generations)
+                keep = [i for i in keep if not flat[i // cfg.num_generations]]
+            if keep:
+                kept = [completions[i] for i in keep]
+                batch = pack_sequences(
+                    [prompts[i] for i in keep],
+                    [c.token_ids for c in kept],
+                    self.pad_id,
+                    dist.device,
+                    advantages=advantages[keep],
+                    sampler_logp=[c.logprobs for c in kept],
+                )
+                if cfg.mask_truncated_completions:
+                    cut = [row for row, c in enumerate(kept) if getattr(c, "finish_reason", "") == "length"]
+                    batch.completion_mask[cut] = 0
 
         # 4. Update: mu passes over the batch, each one optimizer step; the sampler gets the new weights.
         train_stats = self.update(batch)
@@ -125,9 +155,17 @@ class GRPOTrainer(TrainLoop):
             self.engine.sync_weights(module)
         t_train = time.perf_counter()
 
-        # 5. Metrics over the global batch (TRL's names).
-        metrics = self.rollout_metrics(global_rewards, completions, prompts, results)
+        # 5. Metrics over the global batch of the first round (TRL's names).
+        first_prompts = [e.prompt_ids for e in first.examples for _ in range(cfg.num_generations)]
+        metrics = self.rollout_metrics(
+            torch.tensor(all_gather_floats(first.rewards)), first.completions, first_prompts, first.results
+        )
         metrics.update(train_stats)
+        if cfg.dynamic_sampling:
+            metrics["dynamic_sampling/rounds"] = float(roll.rounds)
+            metrics["dynamic_sampling/filled"] = len(global_rewards) / (
+                cfg.prompts_per_step * cfg.num_generations
+            )
         step_tokens = all_reduce(
             torch.tensor(float(sum(map(len, prompts)) + sum(len(c.token_ids) for c in completions)))
         )
@@ -136,8 +174,8 @@ class GRPOTrainer(TrainLoop):
             {
                 "num_tokens": float(self.num_tokens),
                 "step_time": t_train - t0,
-                "time/generate": t_gen - t0,
-                "time/reward": t_reward - t_gen,
+                "time/generate": roll.generate_seconds,
+                "time/reward": roll.reward_seconds,
                 "time/train": t_train - t_reward,
                 "tokens_per_second": float(step_tokens) / (t_train - t0),
             }
@@ -145,6 +183,58 @@ class GRPOTrainer(TrainLoop):
         return metrics
 
     # ------------------------------------------------------------------------------------- the pieces
+    def rollout(self) -> Rollout:
+        """This rank's groups for one step: one round of prompts_per_step prompts, or under dynamic
+        sampling (DAPO) as many rounds as it takes every rank to hold its share of groups whose rewards
+        differ, at most max_sampling_rounds. Every rank runs the same number of rounds (the sampler and
+        the gathered weights for generation are collective); a rank already full samples nothing."""
+        cfg, dist = self.config, self.dist
+        g = cfg.num_generations
+        share = cfg.prompts_per_step // dist.world_size
+        out = Rollout()
+        while True:
+            indices = rank_slice(self.sampler.next_batch(cfg.prompts_per_step), dist.rank, dist.world_size)
+            wanted = share - len(out.examples) if cfg.dynamic_sampling else share
+            this = self.sample_round([self.examples[i] for i in indices[:wanted]])
+            out.rounds += 1
+            out.generate_seconds += this.generate_seconds
+            out.reward_seconds += this.reward_seconds
+            if out.first is None:
+                out.first = this
+            if not cfg.dynamic_sampling:
+                this.first, this.rounds = None, 1
+                return this
+            flat = zero_std_groups(torch.tensor(this.rewards), g) if this.rewards else torch.zeros(0)
+            out.extend(this, [k for k in range(len(this.examples)) if not flat[k]], g)
+            missing = all_reduce(torch.tensor(float(share - len(out.examples))))
+            if float(missing) <= 0 or out.rounds >= cfg.max_sampling_rounds:
+                return out
+
+    def sample_round(self, examples: list[Example]) -> Rollout:
+        """G answers per example, scored; rewards carry the soft overlong penalty when it is on."""
+        cfg = self.config
+        t0 = time.perf_counter()
+        groups = self.generate([e.prompt_ids for e in examples])
+        t1 = time.perf_counter()
+        results = [
+            r for example, group in zip(examples, groups, strict=True) for r in self.reward_fn(example, group)
+        ]
+        completions = [c for group in groups for c in group]
+        rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)
+        if cfg.overlong_buffer_length and completions:
+            lengths = torch.tensor([len(c.token_ids) for c in completions])
+            rewards = rewards + soft_overlong_penalty(
+                lengths, cfg.max_completion_length, cfg.overlong_buffer_length, cfg.overlong_penalty_factor
+            )
+        return Rollout(
+            examples,
+            completions,
+            results,
+            rewards.tolist(),
+            generate_seconds=t1 - t0,
+            reward_seconds=time.perf_counter() - t1,
+        )
+
     def generate(self, prompts: list[list[int]]) -> list[list[Any]]:
         """G completions per prompt from the current weights (gathered first under ZeRO-3)."""
         cfg = self.config
@@ -155,8 +245,8 @@ class GRPOTrainer(TrainLoop):
             top_p=cfg.top_p,
             top_k=cfg.top_k or 0,
         )
-        with self.sampling():
-            return self.engine.generate(prompts, params)
+        with self.sampling():  # entered even with nothing to sample: gathering weights is collective
+            return self.engine.generate(prompts, params) if prompts else []
 
     def update(self, batch: PackedBatch | None) -> dict[str, float]:
         """mu optimizer steps on one rollout batch; returns loss, kl, entropy, clip ratios, grad norm."""
@@ -164,7 +254,7 @@ class GRPOTrainer(TrainLoop):
         n_local = 0 if batch is None else len(batch)
         rows, n_mb = self.micro_batches(n_local)
         tokens = 0.0 if batch is None else float(batch.completion_mask.sum())
-        seqs = float(n_local)
+        seqs = 0.0 if batch is None else float((batch.completion_mask.sum(-1) > 0).sum())
         global_count = all_reduce(torch.tensor([tokens, seqs], dtype=torch.float64))
         denom = float(global_count[0] if cfg.loss_aggregation == "token-mean" else global_count[1])
         if denom == 0:
@@ -186,6 +276,7 @@ class GRPOTrainer(TrainLoop):
                 mb = batch.micro_batch(rows[k])
                 logp, entropy = self.logprobs(self.learner.forward, mb, with_entropy=iteration == 0)
                 old_logp = mb["old_logp"] if mb["old_logp"] is not None else logp.detach()
+                is_weights = self.is_weights(old_logp, mb["sampler_logp"])
                 loss, stats = clipped_policy_loss(
                     logp,
                     old_logp,
@@ -197,6 +288,9 @@ class GRPOTrainer(TrainLoop):
                     normalizer=normalizer,
                     ref_logp=mb["ref_logp"],
                     beta=cfg.beta,
+                    importance_sampling_level=cfg.importance_sampling_level,
+                    is_weights=is_weights,
+                    max_length=cfg.max_completion_length,
                 )
                 self.learner.backward(loss, last=last)
                 if iteration == 0:
@@ -205,6 +299,10 @@ class GRPOTrainer(TrainLoop):
                     sums["loss"] += float(loss.detach()) / dist.world_size
                     sums["entropy"] += float(masked_mean(entropy, mask)) * n_tok
                     sums["tokens"] += n_tok
+                    if is_weights is not None:
+                        stats["sampling/is_weight/mean"] = masked_mean(is_weights, mask)
+                        capped = is_weights >= cfg.importance_sampling_cap
+                        stats["sampling/is_weight/capped_frac"] = masked_mean(capped.float(), mask)
                     for name, value in stats.items():
                         sums[name] += float(value) * n_tok
                     if mb["sampler_logp"] is not None:
@@ -212,6 +310,18 @@ class GRPOTrainer(TrainLoop):
                             sums[name] += float(value) * n_tok
             step_stats = self.learner.step()
         return self.reduce_update_stats(sums, step_stats)
+
+    def is_weights(self, old_logp: Tensor, sampler_logp: Tensor | None) -> Tensor | None:
+        """Truncated importance weights against the sampler's log-probs, when the correction is on."""
+        cfg = self.config
+        if not cfg.corrects_sampler():
+            return None
+        if sampler_logp is None:
+            raise UserError(
+                f"importance_sampling_correction needs the sampler's log-probs, and rollout engine "
+                f"{cfg.rollout_engine!r} returned none: set importance_sampling_correction: false"
+            )
+        return truncated_is_weights(old_logp, sampler_logp, cfg.importance_sampling_cap)
 
     def precompute_logprobs(self, batch: PackedBatch | None, rows: list[list[int]], n_mb: int) -> None:
         """Old log-probs (policy before this batch's updates) for mu > 1, reference log-probs for beta > 0.

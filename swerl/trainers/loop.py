@@ -75,6 +75,7 @@ class TrainLoop:
             tensorboard=cfg.report_to_tensorboard,
             progress=self.progress,
             desc=self.desc,
+            wandb={"project": cfg.wandb_project, "config": cfg.to_dict()} if cfg.report_to_wandb else None,
         )
         history = []
         while self.step < total:
@@ -178,10 +179,13 @@ def build_engine(config: Any, model: Any, tokenizer: Any) -> Any:
 
         return HFEngine(model, tokenizer, batch_size=config.generation_batch_size)
     if config.rollout_engine == "vllm":
-        # Colocated vLLM loads the same checkpoint and receives the weights after every step.
+        # Colocated vLLM loads the policy's weights and receives new ones after every step. On resume that
+        # is the checkpoint's model, or the first resumed step would sample from the starting model.
         from swerl.rollout.vllm_engine import VLLMEngine
 
-        return VLLMEngine(config.model_name_or_path, **config.rollout_kwargs)
+        ckpt = resolve_resume(config)
+        path = str(checkpoint_model_dir(ckpt)) if ckpt else config.model_name_or_path
+        return VLLMEngine(path, **config.rollout_kwargs)
     raise ValueError(f"rollout_engine must be 'hf' or 'vllm', got {config.rollout_engine!r}")
 
 

@@ -25,7 +25,7 @@ import yaml
 
 from swerl.errors import UserError
 
-RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "final", "tensorboard", "plots")
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "final", "tensorboard", "plots", "wandb")
 _CHECKPOINT = re.compile(r"^checkpoint-\d+(\.tmp)?$")
 RESUMABLE_CHANGES = frozenset(
     {
@@ -35,6 +35,8 @@ RESUMABLE_CHANGES = frozenset(
         "save_steps",
         "save_total_limit",
         "report_to_tensorboard",
+        "report_to_wandb",
+        "wandb_project",
         "output_dir",  # the same directory under another spelling
     }
 )

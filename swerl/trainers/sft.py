@@ -107,7 +107,8 @@ class SFTTrainer(TrainLoop):
         self.eval_examples = list(eval_examples)
         self.reward_fn = reward_fn
         self.pad_id = pad_id(tokenizer, model)
-        self.learner = Learner(model, config, config.max_steps, self.dist)
+        # The LR schedule spans the steps the run will really take: epochs may end it before max_steps.
+        self.learner = Learner(model, config, self.max_steps(), self.dist)
         self._engine = engine
         self.sampler = EpochSampler(len(self.examples), config.seed)
 
