@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from agentless.execution.local import LocalBackend
 
 
-class HarnessUnavailable(RuntimeError):
+class HarnessUnavailable(UserError, RuntimeError):
     """No Docker engine or no `swebench` package: the official harness cannot run here."""
 
 

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from swerl.errors import UserError
+
 # Configuration passed on every git call: no hooks, no credential prompts, no system/global config
 # surprises (a user's autocrlf or hooksPath must not change what we read or run).
 _GIT_CONFIG = (
@@ -31,7 +33,7 @@ _GIT_CONFIG = (
 )
 
 
-class RepoError(RuntimeError):
+class RepoError(UserError, RuntimeError):
     """A repository or commit could not be found or read."""
 
 

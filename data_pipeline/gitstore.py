@@ -23,6 +23,8 @@ from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Self
 
+from swerl.errors import UserError
+
 REGULAR_MODES = frozenset({"100644", "100755"})
 SYMLINK_MODE = "120000"
 SUBMODULE_MODE = "160000"
@@ -80,7 +82,7 @@ def run_git(git_dir: Path, *args: str, stdin: bytes | None = None) -> bytes:
     return proc.stdout
 
 
-class GitError(RuntimeError):
+class GitError(UserError, RuntimeError):
     """A git command failed (the message holds git's stderr, never credentials: we pass none to git)."""
 
 

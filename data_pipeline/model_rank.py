@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from data_pipeline.config import ContextConfig
+from swerl.errors import UserError
 
 if TYPE_CHECKING:
     from swerl.rollout.openai_client import ChatClient
@@ -52,7 +53,7 @@ def paths_in_answer(text: str) -> list[str]:
     return list(dict.fromkeys(token.strip("./") for token in _PATHLIKE.findall(body)))
 
 
-class RankServerError(RuntimeError):
+class RankServerError(UserError, RuntimeError):
     """The ranking server refused a request or kept failing: the run stops (it is resumable)."""
 
 

@@ -60,8 +60,10 @@ def test_evaluate_says_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFix
         has_swebench = False
     if has_swebench and docker_problem() is None:
         pytest.skip("a Docker engine and swebench are available here")
+    from swerl.cli.main import main
+
     argv = ["agentless", "evaluate", "--backend", "docker", "--dataset", "lite"]
-    assert _main([*argv, "--predictions", str(tmp_path / "p.jsonl")]) == 1
+    assert main([*argv, "--predictions", str(tmp_path / "p.jsonl")]) == 1
     assert "cannot run the SWE-bench harness" in capsys.readouterr().err
 
 

@@ -40,7 +40,7 @@ from agentless.repos import repo_slug, run_git
 from swerl.errors import UserError
 
 
-class EnvSetupError(RuntimeError):
+class EnvSetupError(UserError, RuntimeError):
     """A test environment could not be created (no network for pip, a failing install, ...)."""
 
 

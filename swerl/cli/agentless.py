@@ -416,22 +416,18 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    from agentless.evaluate import HarnessUnavailable, evaluate_local, evaluate_official, predictions_for
+    from agentless.evaluate import evaluate_local, evaluate_official, predictions_for
     from agentless.instances import DATASET_ALIASES
 
     if args.backend == "docker":
         dataset = DATASET_ALIASES.get(args.dataset.lower(), args.dataset)
-        try:
-            run_id, status = evaluate_official(
-                args.predictions,
-                dataset=dataset,
-                split=args.split,
-                max_workers=args.workers,
-                instance_ids=args.instance_ids or (),
-            )
-        except HarnessUnavailable as err:
-            print(f"swerl: error: {err}", file=sys.stderr)
-            return 1
+        run_id, status = evaluate_official(
+            args.predictions,
+            dataset=dataset,
+            split=args.split,
+            max_workers=args.workers,
+            instance_ids=args.instance_ids or (),
+        )
         print(f"harness run id: {run_id} (exit status {status})", file=sys.stderr)
         return status
     instances = _instances(args)

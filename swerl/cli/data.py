@@ -285,25 +285,19 @@ def _require_git_repository(path: Path) -> None:
 
 def _run_mine(args: argparse.Namespace) -> int:
     from data_pipeline.allocator import keep_freed_memory
-    from data_pipeline.gitstore import GitError
-    from data_pipeline.model_rank import RankServerError
     from data_pipeline.runner import mine
 
     keep_freed_memory()  # before the worker processes fork (see the module)
-    try:
-        summary = mine(
-            args.out,
-            _source(args),
-            _config(args),
-            workers=args.workers,
-            progress=not args.quiet,
-            engine=args.engine,
-        )
-    except (RankServerError, GitError) as err:
-        # A message the user can act on (a server that fails, a clone or ref that git cannot read), not a
-        # traceback through the worker pool. Git errors of single PRs never get here: they drop the PR.
-        print(f"swerl: error: {err}", file=sys.stderr)
-        return 1
+    # A server that fails or a clone git cannot read ends the run with one line (their errors are
+    # UserErrors); git errors of single PRs never get here: they drop the PR.
+    summary = mine(
+        args.out,
+        _source(args),
+        _config(args),
+        workers=args.workers,
+        progress=not args.quiet,
+        engine=args.engine,
+    )
     print(summary.report(), file=sys.stderr)
     return 0
 

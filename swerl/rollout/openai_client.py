@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from swerl.errors import UserError
 from swerl.rollout.base import Completion, FinishReason, SamplingParams
 
 _TOKEN_ID_PREFIX = "token_id:"
@@ -35,7 +36,7 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-class CompletionServerError(RuntimeError):
+class CompletionServerError(UserError, RuntimeError):
     """The server refused a request, or kept failing after all retries, or answered malformed JSON."""
 
     def __init__(self, message: str, status: int | None = None) -> None:

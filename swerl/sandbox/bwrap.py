@@ -29,6 +29,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from swerl.errors import UserError
 from swerl.sandbox import cgroups, seccomp
 
 SANDBOX_DIR = "/sandbox"
@@ -59,7 +60,7 @@ WAIVABLE = ("seccomp", "userns")
 """Protections a user may waive by name (SandboxConfig.waive, CLI --unsafe-without NAME)."""
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(UserError, RuntimeError):
     """Bubblewrap is missing or does not work here (or a protection cannot be had), and running without it
     was not allowed."""
 
