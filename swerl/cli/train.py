@@ -32,7 +32,11 @@ _TRAINERS = {
 # Trainers whose train_file holds the data pipeline's rows (RLEF reads code_contests problems).
 _ROW_FILE_TRAINERS = ("grpo", "sft")
 # Where each config class lives: the light module, so --fields and validation need no torch.
-_CONFIG_MODULES = {"GRPOConfig": "swerl.trainers.config", "SFTConfig": "swerl.trainers.config"}
+_CONFIG_MODULES = {
+    "GRPOConfig": "swerl.trainers.config",
+    "SFTConfig": "swerl.trainers.config",
+    "RLEFConfig": "swerl.trainers.config",
+}
 
 
 def register(groups: argparse._SubParsersAction) -> None:

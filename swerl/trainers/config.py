@@ -14,7 +14,9 @@ import glob
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
+
+from annotated_types import Ge, Le
 
 from swerl.configs import (
     BelowOne,
@@ -232,3 +234,96 @@ class SFTConfig(TrainConfig):
     eval_every: NonNegativeInt = 0
     max_completion_length: PositiveInt = 1024
     learning_rate: PositiveFloat = 1e-5
+
+
+@dataclass
+class RLEFConfig(TrainConfig):
+    """RLEF on CodeContests-shaped problems (defaults: the paper's turns, rewards and beta).
+
+    Attributes:
+        train_file / eval_file: code_contests JSONL or Parquet files, globs ("data/train-*.parquet" for
+            the Hub's shards) or comma-separated lists of them, or "bundled:train" / "bundled:valid" /
+            "bundled:test" for the small problem set shipped in swerl/data/rlef_problems.
+        generated_tests: also score on the dataset's generated tests (the paper does); False leaves them
+            unread, most of the test data, for a faster load and faster judging.
+        prompts_per_step: problems per rollout batch over all ranks (a multiple of the world size).
+        episodes_per_problem: episodes sampled per problem (a problem's episodes stay on one rank).
+        max_turns: answers per episode (feedback follows every failed answer but the last).
+        max_completion_length: new tokens per answer.
+        max_seq_length: a dialog never grows past this (the episode ends when the next answer won't fit).
+        temperature, top_p: sampling; log-probs use the same temperature.
+        beta: weight of the per-answer KL penalty log(pi / rho) in the reward (rho: the start model).
+        gamma, lam: GAE over turns. gamma = 1 (episodes are at most 3 turns, nothing to discount);
+            lam = 0.95 (PPO's usual value: mostly Monte-Carlo, a little bootstrapping from the critic).
+        whiten_advantages: whiten the per-answer advantages over the global batch.
+        epsilon: policy clip range.
+        value_clip: clip range of the value loss.
+        critic_learning_rate: the critic's AdamW learning rate (the policy uses learning_rate).
+        num_iterations: PPO passes over each rollout batch (each pass: one optimizer step per model).
+        feedback: "execution" (RLEF), "random" or "none" (ablations, for training too).
+        solved_reward / failed_reward / invalid_code_reward: the task rewards (+1 / -1 / -0.2).
+        sft_warmup_steps: before RL, supervised steps on the problems' reference solutions (0: none).
+        sft_learning_rate / sft_batch_size: the warm-up's optimizer settings.
+        sft_fix_dialogs: the warm-up also trains second turns: a corrupted reference solution, the
+            sandbox's real feedback on it, then the reference solution (only the fix is trained on).
+        sft_fix_constant: among those corruptions, the last integer constant off by one (whose fix reads
+            the constant from the feedback). Off for the hidden-constant demonstration, where reading
+            the constant from the feedback is the skill RLEF is to learn, not the warm-up.
+        eval_samples: dialogs per held-out problem for the before/after 1@3 report.
+        eval_temperature: sampling temperature of those dialogs.
+        eval_random_feedback: also report 1@3 with random feedback (the paper's ablation), before and
+            after RLEF: a policy that uses the feedback gains less when the feedback is unrelated.
+        generation_batch_size, rollout_engine, rollout_kwargs: as in GRPO.
+        sandbox_workers: parallel test runs (None: one per core).
+    """
+
+    prompts_per_step: PositiveInt = 8
+    episodes_per_problem: PositiveInt = 4
+    max_turns: PositiveInt = 3
+    max_completion_length: PositiveInt = 512
+    max_seq_length: PositiveInt = 8192
+    temperature: PositiveFloat = 1.0
+    top_p: UnitInterval = 1.0
+    beta: NonNegativeFloat = 0.05
+    gamma: Annotated[float, Ge(0), Le(1)] = 1.0
+    lam: Annotated[float, Ge(0), Le(1)] = 0.95
+    whiten_advantages: bool = True
+    epsilon: BelowOne = 0.2
+    value_clip: PositiveFloat = 0.2
+    critic_learning_rate: PositiveFloat = 1e-5
+    num_iterations: PositiveInt = 1
+    feedback: Literal["execution", "random", "none"] = "execution"
+    solved_reward: float = 1.0
+    failed_reward: float = -1.0
+    invalid_code_reward: float = -0.2
+    sft_warmup_steps: NonNegativeInt = 0
+    sft_learning_rate: PositiveFloat = 1e-3
+    sft_batch_size: PositiveInt = 16
+    sft_fix_dialogs: bool = True
+    sft_fix_constant: bool = True
+    eval_samples: PositiveInt = 6
+    eval_temperature: NonNegativeFloat = 1.0
+    eval_random_feedback: bool = False
+    generation_batch_size: PositiveInt = 64
+    rollout_engine: Literal["hf", "vllm"] = "hf"
+    rollout_kwargs: dict[str, Any] = field(default_factory=dict)
+    sandbox_workers: PositiveInt | None = None
+    generated_tests: bool = True
+
+    def episode_config(self, **changes: Any) -> Any:
+        """The `swerl.trainers.dialog.EpisodeConfig` of these settings (imported here: it needs torch)."""
+        from swerl.trainers.dialog import EpisodeConfig
+
+        values = {
+            "max_turns": self.max_turns,
+            "max_new_tokens": self.max_completion_length,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_context_length": self.max_seq_length,
+            "feedback": self.feedback,
+            "solved_reward": self.solved_reward,
+            "failed_reward": self.failed_reward,
+            "invalid_code_reward": self.invalid_code_reward,
+        }
+        values.update(changes)
+        return EpisodeConfig(**values)

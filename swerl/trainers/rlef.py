@@ -33,7 +33,7 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,100 +44,10 @@ from swerl.algorithms import clipped_policy_loss, clipped_value_loss, masked_mea
 from swerl.learner import Learner, MetricsLogger, init_distributed
 from swerl.learner.dist import all_gather_floats, all_reduce, barrier
 from swerl.trainers.common import PackedBatch, completion_logprobs, load_reference, pack_sequences
-from swerl.trainers.config import TrainConfig
+from swerl.trainers.config import RLEFConfig
 from swerl.trainers.data import EpochSampler, rank_slice
-from swerl.trainers.dialog import ChatRenderer, ContestTask, Episode, EpisodeConfig, Judge, run_episodes
+from swerl.trainers.dialog import ChatRenderer, ContestTask, Episode, Judge, run_episodes
 from swerl.trainers.loop import TrainLoop, build_engine, load_run, pad_id, write_config
-
-
-@dataclass
-class RLEFConfig(TrainConfig):
-    """RLEF on CodeContests-shaped problems (defaults: the paper's turns, rewards and beta).
-
-    Attributes:
-        train_file / eval_file: code_contests JSONL or Parquet files, globs ("data/train-*.parquet" for
-            the Hub's shards) or comma-separated lists of them, or "bundled:train" / "bundled:valid" /
-            "bundled:test" for the small problem set shipped in swerl/data/rlef_problems.
-        generated_tests: also score on the dataset's generated tests (the paper does); False leaves them
-            unread, most of the test data, for a faster load and faster judging.
-        prompts_per_step: problems per rollout batch over all ranks (a multiple of the world size).
-        episodes_per_problem: episodes sampled per problem (a problem's episodes stay on one rank).
-        max_turns: answers per episode (feedback follows every failed answer but the last).
-        max_completion_length: new tokens per answer.
-        max_seq_length: a dialog never grows past this (the episode ends when the next answer won't fit).
-        temperature, top_p: sampling; log-probs use the same temperature.
-        beta: weight of the per-answer KL penalty log(pi / rho) in the reward (rho: the start model).
-        gamma, lam: GAE over turns. gamma = 1 (episodes are at most 3 turns, nothing to discount);
-            lam = 0.95 (PPO's usual value: mostly Monte-Carlo, a little bootstrapping from the critic).
-        whiten_advantages: whiten the per-answer advantages over the global batch.
-        epsilon: policy clip range.
-        value_clip: clip range of the value loss.
-        critic_learning_rate: the critic's AdamW learning rate (the policy uses learning_rate).
-        num_iterations: PPO passes over each rollout batch (each pass: one optimizer step per model).
-        feedback: "execution" (RLEF), "random" or "none" (ablations, for training too).
-        solved_reward / failed_reward / invalid_code_reward: the task rewards (+1 / -1 / -0.2).
-        sft_warmup_steps: before RL, supervised steps on the problems' reference solutions (0: none).
-        sft_learning_rate / sft_batch_size: the warm-up's optimizer settings.
-        sft_fix_dialogs: the warm-up also trains second turns: a corrupted reference solution, the
-            sandbox's real feedback on it, then the reference solution (only the fix is trained on).
-        sft_fix_constant: among those corruptions, the last integer constant off by one (whose fix reads
-            the constant from the feedback). Off for the hidden-constant demonstration, where reading
-            the constant from the feedback is the skill RLEF is to learn, not the warm-up.
-        eval_samples: dialogs per held-out problem for the before/after 1@3 report.
-        eval_temperature: sampling temperature of those dialogs.
-        eval_random_feedback: also report 1@3 with random feedback (the paper's ablation), before and
-            after RLEF: a policy that uses the feedback gains less when the feedback is unrelated.
-        generation_batch_size, rollout_engine, rollout_kwargs: as in GRPO.
-        sandbox_workers: parallel test runs (None: one per core).
-    """
-
-    prompts_per_step: int = 8
-    episodes_per_problem: int = 4
-    max_turns: int = 3
-    max_completion_length: int = 512
-    max_seq_length: int = 8192
-    temperature: float = 1.0
-    top_p: float = 1.0
-    beta: float = 0.05
-    gamma: float = 1.0
-    lam: float = 0.95
-    whiten_advantages: bool = True
-    epsilon: float = 0.2
-    value_clip: float = 0.2
-    critic_learning_rate: float = 1e-5
-    num_iterations: int = 1
-    feedback: str = "execution"
-    solved_reward: float = 1.0
-    failed_reward: float = -1.0
-    invalid_code_reward: float = -0.2
-    sft_warmup_steps: int = 0
-    sft_learning_rate: float = 1e-3
-    sft_batch_size: int = 16
-    sft_fix_dialogs: bool = True
-    sft_fix_constant: bool = True
-    eval_samples: int = 6
-    eval_temperature: float = 1.0
-    eval_random_feedback: bool = False
-    generation_batch_size: int = 64
-    rollout_engine: str = "hf"
-    rollout_kwargs: dict[str, Any] = field(default_factory=dict)
-    sandbox_workers: int | None = None
-    generated_tests: bool = True
-
-    def episode_config(self, **changes: Any) -> EpisodeConfig:
-        values = {
-            "max_turns": self.max_turns,
-            "max_new_tokens": self.max_completion_length,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_context_length": self.max_seq_length,
-            "feedback": self.feedback,
-            "solved_reward": self.solved_reward,
-            "failed_reward": self.failed_reward,
-            "invalid_code_reward": self.invalid_code_reward,
-        }
-        values.update(changes)
-        return EpisodeConfig(**values)
 
 
 # ------------------------------------------------------------------------------------------ the math
