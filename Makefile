@@ -13,7 +13,7 @@ setup-dev:
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/bootstrap.sh dev
 
 demo: setup
-	$(BIN)/swerl quickstart
+	$(BIN)/swerl quickstart --overwrite
 
 system-deps:
 	scripts/system_deps.sh

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swerl.errors import UserError
+
 DATASET_ALIASES = {
     "lite": "princeton-nlp/SWE-bench_Lite",
     "verified": "princeton-nlp/SWE-bench_Verified",
@@ -49,9 +51,9 @@ def _test_list(value: Any, name: str, instance_id: str) -> tuple[str, ...]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{instance_id}: {name} is not a JSON list: {err}") from err
+            raise UserError(f"{instance_id}: {name} is not a JSON list: {err}") from err
     if not isinstance(value, Sequence) or isinstance(value, str | bytes):
-        raise ValueError(f"{instance_id}: {name} must be a list of test ids, got {type(value).__name__}")
+        raise UserError(f"{instance_id}: {name} must be a list of test ids, got {type(value).__name__}")
     return tuple(str(v) for v in value)
 
 
@@ -59,7 +61,7 @@ def instance_from_row(row: Mapping[str, Any]) -> Instance:
     """Validate one row in the SWE-bench schema. Unknown columns are kept in `extra`."""
     missing = [name for name in REQUIRED_FIELDS if not row.get(name)]
     if missing:
-        raise ValueError(f"instance row {row.get('instance_id', '?')!r} lacks {', '.join(missing)}")
+        raise UserError(f"instance row {row.get('instance_id', '?')!r} lacks {', '.join(missing)}")
     iid = str(row["instance_id"])
     known = set(REQUIRED_FIELDS) | {
         "patch",
@@ -115,7 +117,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     if suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
         return data if isinstance(data, list) else [data]
-    raise ValueError(f"{path}: unsupported instance file type {suffix!r} (use .parquet, .jsonl or .json)")
+    raise UserError(f"{path}: unsupported instance file type {suffix!r} (use .parquet, .jsonl or .json)")
 
 
 def _load_hub(name: str, split: str) -> list[dict[str, Any]]:
@@ -146,13 +148,13 @@ def load_instances(
     seen: set[str] = set()
     for inst in instances:
         if inst.instance_id in seen:
-            raise ValueError(f"duplicate instance id {inst.instance_id!r} in {source}")
+            raise UserError(f"duplicate instance id {inst.instance_id!r} in {source}")
         seen.add(inst.instance_id)
     if instance_ids is None:
         return instances
     wanted = list(dict.fromkeys(instance_ids))
     unknown = [iid for iid in wanted if iid not in seen]
     if unknown:
-        raise ValueError(f"instance ids not in {source}: {', '.join(unknown[:5])}")
+        raise UserError(f"instance ids not in {source}: {', '.join(unknown[:5])}")
     keep = set(wanted)
     return [inst for inst in instances if inst.instance_id in keep]

@@ -139,9 +139,12 @@ def missing_model(name: str) -> str | None:
     """Why model `name` cannot be loaded, if that is clear without the network: it names a local
     directory that does not exist. A Hugging Face hub id is `name` or `owner/name`; a path with more
     parts, or one that starts with `.`, `/` or `~`, cannot be one."""
-    if Path(name).exists():
-        return None if Path(name).is_dir() else f"{name} is a file; a model is a directory"
-    if _HUB_ID.fullmatch(name) and not name.startswith((".", "~")):
+    path = Path(name)
+    if path.exists():
+        return None if path.is_dir() else f"{name} is a file; a model is a directory"
+    # `runs/model` could be the hub id of owner "runs", but not when ./runs is a directory here.
+    looks_local = name.startswith((".", "~", "/")) or (len(path.parts) > 1 and path.parent.is_dir())
+    if _HUB_ID.fullmatch(name) and not looks_local:
         return None
     return f"no such model directory {name}"
 

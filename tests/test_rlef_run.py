@@ -11,6 +11,7 @@ import pytest
 from swerl.codecontests.humaneval import load_humaneval
 from swerl.codecontests.problems import load_problems
 from swerl.data.rlef_problems import SPLITS, bundled_path
+from swerl.errors import UserError
 from swerl.models.tiny import build_tiny_model
 from swerl.trainers.dialog import ContestTask, HumanEvalTask, docstring_examples, sandbox_judge
 
@@ -68,14 +69,18 @@ def test_eval_cli_with_and_without_feedback(tiny_dir: Path, tmp_path: Path) -> N
         "--limit",
         "2",
     ]
-    common += ["--samples", "2", "--nk", "1@3,2@6", "--max-new-tokens", "8"]
+    # 6 dialogs: enough one-answer dialogs (--no-feedback) to fill the larger budget, k = 6.
+    common += ["--samples", "6", "--nk", "1@3,2@6", "--max-new-tokens", "8"]
     for flag in ([], ["--no-feedback"], ["--random-feedback"]):
         out = tmp_path / f"report{len(flag)}{''.join(flag)}.json"
         assert _eval([*common, *flag, "--output", str(out)]) == 0
         report = json.loads(out.read_text())
         assert [(r["n"], r["k"]) for r in report["rates"]] == [(1, 3), (2, 6)]
-        assert report["episodes"] == 4
+        assert report["episodes"] == 12
         assert (report["feedback"] == "none") == (flag == ["--no-feedback"])
+    # Too few dialogs for a budget is refused, not reported as a rate nothing measured.
+    with pytest.raises(UserError, match="cannot fill the budget of 10@100"):
+        _eval([*common[:-6], "--samples", "2", "--nk", "10@100"])
     from swerl.cli.eval import parse_nk
 
     assert parse_nk("1@3, 10@100") == [(1, 3), (10, 100)]

@@ -126,7 +126,10 @@ def register(groups: argparse._SubParsersAction) -> None:
         "--max-extra-files", type=nonnegative_int, default=8, help="max unmodified context files (default 8)"
     )
     mine.add_argument(
-        "--tokenizer", default=None, help="local HF tokenizer dir for exact counts (default: estimate)"
+        "--tokenizer",
+        type=existing_dir,
+        default=None,
+        help="local HF tokenizer dir for exact counts (default: estimate)",
     )
     mine.add_argument(
         "--prompt-style",
@@ -234,7 +237,7 @@ def _config(args: argparse.Namespace):
         decontamination_ids=tuple(sorted(set(ids))),
         decontamination_repos=tuple(sorted(set(repos))),
         dedup_threshold=args.dedup_threshold,
-        tokenizer=args.tokenizer,
+        tokenizer=str(args.tokenizer) if args.tokenizer else None,
     )
 
 

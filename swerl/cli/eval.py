@@ -139,6 +139,13 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
         args.output.parent.mkdir(parents=True, exist_ok=True)  # fail now, not after the evaluation
     nk = args.nk
     samples = args.samples or max(k for _, k in nk)
+    turns = 1 if args.no_feedback else args.max_turns
+    unfillable = [f"{n}@{k}" for n, k in nk if samples * turns < k]
+    if unfillable:
+        raise UserError(
+            f"{samples} dialogs of at most {turns} answers per problem cannot fill the budget of "
+            f"{', '.join(unfillable)}: raise --samples (default: the largest k) or choose another --nk"
+        )
     torch.manual_seed(args.seed)
     if args.engine == "vllm":
         from transformers import AutoTokenizer

@@ -64,6 +64,20 @@ _SWAPS = (
 )
 _NUMBER = re.compile(r"\b\d+\b")
 
+# What a quickstart writes into --out (all replaced by a rerun with --overwrite).
+OUTPUTS = (
+    "repo",
+    "clones",
+    "mined",
+    "data",
+    "tiny-model",
+    "sft",
+    "grpo",
+    "summary.json",
+    "eval_samples_before.jsonl",
+    "eval_samples_after.jsonl",
+)
+
 # Sizes: (files, lines per file, commits, model hidden/intermediate/layers/heads, vocab, G, prompts/step).
 SIZES: dict[str, dict[str, int]] = {
     "default": {
@@ -127,6 +141,9 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the repo, model and runs")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the results of an earlier quickstart in --out"
+    )
     parser.set_defaults(run=_run)
 
 
@@ -291,6 +308,12 @@ def _run(args: argparse.Namespace) -> int:
     from swerl.trainers.rewards import swe_rl_reward
     from swerl.trainers.sft import SFTTrainer
 
+    earlier = sorted(name for name in OUTPUTS if (args.out / name).exists())
+    if earlier and not args.overwrite:
+        raise UserError(
+            f"{args.out} holds an earlier quickstart ({', '.join(earlier)}); pass --overwrite to replace it, "
+            "or choose another --out"
+        )
     start = time.perf_counter()
     budget = 60.0 * args.minutes
     size = SIZES[args.size]
@@ -308,8 +331,12 @@ def _run(args: argparse.Namespace) -> int:
         return budget - (time.perf_counter() - start)
 
     # 1-2. A generated repository, mined by the data pipeline.
-    for stale in ("repo", "clones", "mined", "sft", "grpo"):
-        shutil.rmtree(out / stale, ignore_errors=True)
+    for stale in OUTPUTS:
+        path = out / stale
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     repo = out / "repo"
     commits = build_repo(repo, size["files"], size["lines"], size["commits"], args.seed)
     say(f"repo: {commits} fix PRs at {repo}")
@@ -402,6 +429,7 @@ def _run(args: argparse.Namespace) -> int:
 
     # One `train()` call (one logger, one final save): `stop` ends it where a stretch ends the phase.
     sft.train(stop=sft_stop, on_step=sft_evaluate)
+    say(f"SFT: {sft.step} steps done")
     sft_dir = out / "sft" / "final"
 
     # 5. GRPO from the SFT model.

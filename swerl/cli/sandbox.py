@@ -136,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UserError(f"unknown test sets {unknown}; choose from {', '.join(TEST_SETS)}")
     try:
         problem = parse_problem(json.loads(args.problem.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:
         raise UserError(f"{args.problem}: not a problem in the code_contests shape ({err})") from None
     source = args.solution.read_text(encoding="utf-8")
     limits = problem.limits(Limits()).scaled(

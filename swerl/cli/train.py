@@ -115,14 +115,18 @@ def load_checked(command: str, args: argparse.Namespace) -> Any:
             if problem:
                 missing.append((key, problem))
     if missing:
-        found = "; ".join(f"{args.config}: {key}: {why}" for key, why in missing)
+        overridden = {item.partition("=")[0].strip() for item in args.overrides}
+        found = "; ".join(
+            f"--set {key}: {why}" if key in overridden else f"{args.config}: {key}: {why}"
+            for key, why in missing
+        )
         raise UserError(found + _hint(args.config))
     prepare_run_dir(config, overwrite=args.overwrite)
     return config
 
 
 def _hint(config_path: Path) -> str:
-    if "tiny_cpu" in config_path.name:
+    if config_path.name in ("grpo_tiny_cpu.yaml", "sft_tiny_cpu.yaml"):
         return " (the tiny CPU configs train on what `swerl quickstart` writes: run it first)"
     return ""
 

@@ -143,4 +143,7 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
         path = path / "metrics.jsonl"
     if not path.is_file():
         raise UserError(f"{path}: no such file (is it a training run directory?)")
-    return _rows(path.read_text(encoding="utf-8"), path)
+    rows = _rows(path.read_text(encoding="utf-8"), path)
+    if any(not isinstance(row, dict) or "step" not in row for row in rows):
+        raise UserError(f"{path}: not a training run's metrics (every row needs a 'step')")
+    return rows

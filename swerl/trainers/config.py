@@ -103,7 +103,32 @@ class TrainConfig(LearnerConfig):
             value = getattr(self, name)
             if value and _local_path(value) and not _path_or_glob_exists(value):
                 found.append((name, f"no such file {value}"))
+        if self.deepspeed:
+            problem = _json_file_problem(self.deepspeed)
+            if problem:
+                found.append(("deepspeed", problem))
+        out = Path(self.output_dir)
+        for parent in (out, *out.parents):
+            if parent.exists():
+                if not parent.is_dir():
+                    found.append(("output_dir", f"{parent} is a file, so {out} cannot be a directory"))
+                break
         return found
+
+
+def _json_file_problem(path: str) -> str | None:
+    """Why a DeepSpeed config at `path` cannot be read as JSON (None when it can)."""
+    import json
+
+    try:
+        json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"no such file {path}"
+    except IsADirectoryError:
+        return f"{path} is a directory; give a DeepSpeed JSON file"
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        return f"{path} is not a JSON file ({err})"
+    return None
 
 
 def _local_path(value: str) -> bool:
@@ -309,6 +334,17 @@ class RLEFConfig(TrainConfig):
     rollout_kwargs: dict[str, Any] = field(default_factory=dict)
     sandbox_workers: PositiveInt | None = None
     generated_tests: bool = True
+
+    def missing_inputs(self) -> list[tuple[str, str]]:
+        found = super().missing_inputs()
+        from swerl.data.rlef_problems import SPLITS
+
+        for name in ("train_file", "eval_file"):
+            for part in (getattr(self, name) or "").split(","):
+                split = part.strip().removeprefix("bundled:")
+                if part.strip().startswith("bundled:") and split not in SPLITS:
+                    found.append((name, f"no bundled split {split!r}; choose one of {', '.join(SPLITS)}"))
+        return found
 
     def episode_config(self, **changes: Any) -> Any:
         """The `swerl.trainers.dialog.EpisodeConfig` of these settings (imported here: it needs torch)."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from swerl.errors import UserError
+
 SPLITS = ("train", "valid", "test", "hidden_train", "hidden_test")
 
 
 def bundled_path(split: str) -> Path:
     """The JSONL file of one split of the bundled set."""
     if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+        raise UserError(f"bundled:{split}: no such bundled split; choose one of {', '.join(SPLITS)}")
     return Path(__file__).parent / f"{split}.jsonl"
