@@ -156,7 +156,8 @@ def test_short_learning_run(tiny_dir: Path, tmp_path: Path) -> None:
     # Resume from checkpoint-1: policy, critic and optimizers come back; only step 2 runs again.
     import dataclasses
 
-    resumed = run(dataclasses.replace(config, resume_from_checkpoint="latest"), progress=False)
+    checkpoint = str(tmp_path / "run/checkpoint-1")
+    resumed = run(dataclasses.replace(config, resume_from_checkpoint=checkpoint), progress=False)
     assert len(resumed["history"]) == 1 and "eval_before" not in resumed
 
 

@@ -68,8 +68,9 @@ def test_sft_loss_falls_and_resumes(tiny: Path, tmp_path: Path) -> None:
     assert history[-1]["loss"] < 0.7 * history[0]["loss"], [round(h["loss"], 3) for h in history]
     assert (tmp_path / "final" / "tokenizer.json").exists()
     ckpt = tmp_path / "checkpoint-3"
+    assert (tmp_path / "checkpoint-6" / "trainer_state.json").exists()  # the last step is checkpointed too
     model, tokenizer = load_model_and_tokenizer(ckpt)
-    config.resume_from_checkpoint = "latest"
+    config.resume_from_checkpoint = str(ckpt)
     config.output_dir = str(tmp_path)
     resumed = SFTTrainer(config, model, tokenizer, examples, progress=False).train()
     assert [h["loss"] for h in resumed] == pytest.approx([h["loss"] for h in history[3:]], rel=1e-6)

@@ -47,7 +47,8 @@ class TrainConfig(LearnerConfig):
         max_prompt_length: prompts with more tokens are skipped (truncating would cut code out).
         micro_batch_size: sequences per forward/backward; gradients accumulate over the rest.
         logging_steps: write metrics every N steps.
-        save_steps: checkpoint every N steps (0: only the final model at the end, nothing to resume from).
+        save_steps: checkpoint every N steps and at the last step (0: only the final model, nothing to
+            resume from).
         save_total_limit: keep the newest N checkpoints (None: all).
         resume_from_checkpoint: a checkpoint directory, or "latest" for the newest in output_dir.
         report_to_tensorboard: also write TensorBoard event files (when tensorboard is installed).

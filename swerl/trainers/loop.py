@@ -86,13 +86,17 @@ class TrainLoop:
             history.append(metrics)
             if self.step % cfg.logging_steps == 0:
                 log.log(self.step, metrics)
-            if cfg.save_steps and self.step % cfg.save_steps == 0 and self.step < total:
+            if cfg.save_steps and self.step % cfg.save_steps == 0:
                 self.save(self.run_dir / f"checkpoint-{self.step}")
             if on_step is not None:
                 on_step(self, metrics)
         # The run's last row is always in metrics.jsonl, wherever it ended and whatever logging_steps is.
         if history and self.step % cfg.logging_steps:
             log.log(self.step, history[-1])
+        # As HF Trainer does, a run that checkpoints also checkpoints where it ended (at max_steps or where
+        # `stop` ended it), so `--resume` with a larger max_steps runs on from there instead of repeating.
+        if cfg.save_steps and history and self.step % cfg.save_steps:
+            self.save(self.run_dir / f"checkpoint-{self.step}")
         self.save_final()
         log.close()
         return history

@@ -102,7 +102,7 @@ def _check_resume(config: Any, run_dir: Path) -> None:
         if not checkpoint_dirs(run_dir):
             raise UserError(
                 f"--resume: no checkpoint-N in {run_dir} to resume from (checkpoints are written every "
-                f"save_steps steps; with save_steps 0, or a run shorter than save_steps, only final/ is kept)"
+                f"save_steps steps and at the last one; with save_steps 0 only final/ is kept)"
             )
     else:
         path = Path(target)
