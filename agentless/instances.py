@@ -142,7 +142,7 @@ def load_instances(
     else:
         name = DATASET_ALIASES.get(str(source).lower(), str(source))
         if "/" not in name:
-            raise FileNotFoundError(f"{source}: no such file, and not a hub dataset id (owner/name)")
+            raise UserError(f"{source}: no such file, and not a hub dataset id (owner/name)")
         rows = _load_hub(name, split)
     instances = [instance_from_row(row) for row in rows]
     seen: set[str] = set()

@@ -178,6 +178,18 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return read_table(path).to_pylist()
 
 
+def _changes(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """'key: old -> new' for every leaf that differs between two nested config mappings."""
+    found = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            found += _changes(a, b, f"{prefix}{key}.")
+        elif a != b:
+            found.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return found
+
+
 class Manifest:
     """What a run has finished: config, per-stage shard records and counts. Saved atomically."""
 
@@ -208,10 +220,12 @@ class Manifest:
                 # A run that failed before finishing anything (a wrong ref, an unreadable source):
                 # nothing to keep, so the corrected command starts afresh instead of being refused.
                 return cls._fresh(out, config)
-            if data.get("config") != json.loads(json.dumps(dict(config))):
+            wanted = json.loads(json.dumps(dict(config)))
+            if data.get("config") != wanted:
+                changed = "; ".join(_changes(data.get("config") or {}, wanted)[:6])
                 raise UserError(
-                    f"{out} holds a run with a different configuration; use a new output directory "
-                    "(or delete this one) to change options"
+                    f"{out} holds a run with a different configuration ({changed}); use a new output "
+                    "directory (or delete this one) to change options"
                 )
             return cls(out, data)
         return cls._fresh(out, config)

@@ -86,5 +86,7 @@ def test_a_clone_without_commits_or_an_unknown_ref_is_a_clean_error(tmp_path):
     HistoryBuilder(seed=3).write(tmp_path / "built")
     common[-1] = str(tmp_path / "built")
     proc = run("mine", *common, "--out", str(tmp_path / "out2"), "--ref", "no-such-branch")
-    assert proc.returncode == 1 and "swerl: error: git rev-parse failed" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "swerl: error: --ref no-such-branch: not a branch" in proc.stderr, (
+        proc.stderr
+    )
     assert "Traceback" not in proc.stderr

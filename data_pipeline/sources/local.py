@@ -84,7 +84,10 @@ class LocalSource:
             git_dir, "fetch", "--quiet", "--force", str(self.path.resolve()), "+refs/heads/*:refs/heads/*"
         )
         # What the user's clone names, now fetched; a ref it does not know is looked up in the cache.
-        state["head"] = resolve(git_dir, head or self._ref())
+        try:
+            state["head"] = resolve(git_dir, head or self._ref())
+        except GitError:
+            raise GitError(f"--ref {self.ref}: not a branch, tag or commit of {self.path}") from None
 
     def _ref(self) -> str:
         """The ref as both clones name it: a branch name is a head; HEAD, shas and full refs as given."""

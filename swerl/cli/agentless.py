@@ -17,6 +17,7 @@ from swerl.cli.args import (
     positive_int,
 )
 from swerl.edit_format.prompts import PROMPT_STYLES
+from swerl.errors import UserError
 
 DEFAULT_CACHE = Path("runs/agentless-cache")
 
@@ -248,6 +249,11 @@ def register(groups: argparse._SubParsersAction) -> None:
 def _instances(args: argparse.Namespace) -> list[Any]:
     from agentless.instances import load_instances
 
+    if getattr(args, "offline", False) and not Path(args.dataset).exists():
+        raise UserError(
+            f"--dataset {args.dataset}: a hub dataset needs the network, and --offline was given; pass a "
+            "local .parquet/.jsonl file in the SWE-bench schema"
+        )
     return load_instances(args.dataset, split=args.split, instance_ids=args.instance_ids)
 
 
