@@ -126,6 +126,8 @@ def load_checked(command: str, args: argparse.Namespace) -> Any:
 
 
 def _hint(config_path: Path) -> str:
+    if config_path.name.startswith("rlef_") and config_path.name.endswith("_cpu.yaml"):
+        return " (the tiny RLEF configs start from a model built by the command in their header comment)"
     if config_path.name in ("grpo_tiny_cpu.yaml", "sft_tiny_cpu.yaml"):
         return " (the tiny CPU configs train on what `swerl quickstart` writes: run it first)"
     return ""
