@@ -379,8 +379,10 @@ def _rows(out_dir: Path, stage: str) -> dict[str, dict[str, Any]]:
 
 def _needs(rows: dict[str, dict[str, Any]], inst: Instance, stage: str) -> dict[str, Any]:
     row = rows.get(inst.instance_id)
-    if row is None or "stage_error" in row:
-        raise RuntimeError(f"the {stage} stage has no usable row for this instance")
+    if row is None:
+        raise RuntimeError(f"the {stage} stage has no row for this instance")
+    if "stage_error" in row:  # the cause, not only that a stage before failed
+        raise RuntimeError(f"the {stage} stage failed for this instance: {row['stage_error']}")
     return row
 
 

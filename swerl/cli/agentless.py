@@ -373,7 +373,20 @@ def _run_localize(args: argparse.Namespace) -> int:
     instances = _instances(args)
     cfg = _config(args, model_name=args.model or "")
     run_localization(instances, args.out, _context(args, _sampler(args), None), cfg)
+    _fail_if_every_instance_failed(args.out, "localize_files")
     return _print_report(args, instances, as_json=False)
+
+
+def _fail_if_every_instance_failed(out: Path, stage: str) -> None:
+    """A run in which no instance got through `stage` is a failure (exit 1, its first cause shown), not a
+    report of zeros."""
+    from agentless.pipeline import stage_path
+    from agentless.stages import StageFile
+
+    rows = list(StageFile(stage_path(out, stage)).by_id().values())
+    errors = [row["stage_error"] for row in rows if "stage_error" in row]
+    if rows and len(errors) == len(rows):
+        raise UserError(f"{stage} failed for every instance ({len(rows)}); the first: {errors[0]}")
 
 
 def _run_report(args: argparse.Namespace) -> int:
