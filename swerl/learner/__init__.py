@@ -10,8 +10,7 @@ The names below load on first use (PEP 562): importing `swerl.learner.config` or
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from swerl._lazy import lazy_exports
 
 _EXPORTS = {
     "DistInfo": "swerl.learner.dist",
@@ -28,8 +27,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'swerl.learner' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -9,8 +9,7 @@ docs/sandbox.md for the design and the threat model.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from swerl._lazy import lazy_exports
 
 # Loaded on first use (PEP 562): `swerl sandbox --help` and the modules that need one piece (bwrap's
 # protections, the limits) should not pay for the pool and the runner.
@@ -32,8 +31,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'swerl.sandbox' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
