@@ -19,6 +19,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from swerl.errors import UserError
+from swerl.jsonl import parse_lines
 
 
 class MetricsLogger:
@@ -123,14 +124,7 @@ def _rows(text: str, path: Path) -> list[dict[str, Any]]:
     run (or was cut by a crash) and is left out; a bad line anywhere else is a broken file."""
     lines = text.split("\n")
     complete, last = lines[:-1], lines[-1]
-    rows = []
-    for number, line in enumerate(complete, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise UserError(f"{path}: line {number} is not JSON ({err.msg})") from None
+    rows = parse_lines(complete, path)
     if last.strip():
         with contextlib.suppress(json.JSONDecodeError):  # half-written: left out
             rows.append(json.loads(last))

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from swerl.edit_format import build_messages
 from swerl.errors import UserError
+from swerl.jsonl import parse_lines
 from swerl.reward.batch import coerce_contents
 
 # What a row needs: the oracle for the reward (and the SFT target), and either a stored prompt or the
@@ -92,15 +93,8 @@ def read_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]
     elif path.suffix == ".parquet":
         rows = pq.read_table(path).to_pylist()
     elif path.suffix in {".jsonl", ".json"}:
-        rows = []
         with path.open(encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise UserError(f"{path}: line {number} is not JSON ({err.msg})") from None
+            rows = parse_lines(f, path)
     else:
         raise UserError(f"{path}: expected .parquet, .jsonl or a directory of .parquet files")
     return rows[:limit] if limit is not None else rows
