@@ -24,7 +24,6 @@ import math
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from swerl.cli.args import nonnegative_int, output_dir, positive_float, positive
 from swerl.edit_format.prompts import PromptStyle
 from swerl.errors import UserError
 from swerl.synth_repo import git, stdlib_sources
+from swerl.trainers.rundir import remove_outputs
 
 # The tiny model's prompts are a few hundred tokens, most of them fixed instructions: the compact style
 # nearly halves every SFT and GRPO step (see swerl.edit_format.prompts).
@@ -331,12 +331,7 @@ def _run(args: argparse.Namespace) -> int:
         return budget - (time.perf_counter() - start)
 
     # 1-2. A generated repository, mined by the data pipeline.
-    for stale in OUTPUTS:
-        path = out / stale
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+    remove_outputs(out, OUTPUTS)
     repo = out / "repo"
     commits = build_repo(repo, size["files"], size["lines"], size["commits"], args.seed)
     say(f"repo: {commits} fix PRs at {repo}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +87,13 @@ def prepare_run_dir(config: Any, *, overwrite: bool = False, rank: int | None = 
             f"{run_dir} already holds a run ({', '.join(existing[:6])}); continue it with --resume, start it "
             f"again with --overwrite, or set another output_dir"
         )
-    for name in existing:
-        path = run_dir / name
+    remove_outputs(run_dir, existing)
+
+
+def remove_outputs(folder: Path, names: Iterable[str]) -> None:
+    """Delete the files and folders `names` under `folder` (missing ones are fine), nothing else."""
+    for name in names:
+        path = folder / name
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         else:
