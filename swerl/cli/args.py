@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from swerl.paths import file_in_the_way
+
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the line breaks of descriptions and epilogs, and appends each option's default to its help
@@ -132,20 +134,16 @@ def output_file(text: str) -> Path:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory; give a file name")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise argparse.ArgumentTypeError(f"{parent} is a file, so {text} cannot be written")
-            break
+    blocking = file_in_the_way(path.parent)
+    if blocking is not None:
+        raise argparse.ArgumentTypeError(f"{blocking} is a file, so {text} cannot be written")
     return path
 
 
 def output_dir(text: str) -> Path:
     """A directory to write into: may not exist yet, but must not be a file (nor lie under one)."""
     path = Path(text)
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            if not candidate.is_dir():
-                raise argparse.ArgumentTypeError(f"{candidate} is a file, not a directory")
-            break
+    blocking = file_in_the_way(path)
+    if blocking is not None:
+        raise argparse.ArgumentTypeError(f"{blocking} is a file, not a directory")
     return path

@@ -29,6 +29,7 @@ from swerl.configs import (
     missing_model,
 )
 from swerl.learner.config import LearnerConfig
+from swerl.paths import file_in_the_way
 
 C = TypeVar("C", bound="TrainConfig")
 
@@ -109,11 +110,9 @@ class TrainConfig(LearnerConfig):
             if problem:
                 found.append(("deepspeed", problem))
         out = Path(self.output_dir)
-        for parent in (out, *out.parents):
-            if parent.exists():
-                if not parent.is_dir():
-                    found.append(("output_dir", f"{parent} is a file, so {out} cannot be a directory"))
-                break
+        blocking = file_in_the_way(out)
+        if blocking is not None:
+            found.append(("output_dir", f"{blocking} is a file, so {out} cannot be a directory"))
         return found
 
 
