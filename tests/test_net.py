@@ -1,4 +1,4 @@
-"""A hub model that cannot be had is refused at once, not after a minute of download retries."""
+"""A hub model or a GitHub API that cannot be reached is refused at once, not after minutes of retries."""
 
 from __future__ import annotations
 
@@ -114,3 +114,19 @@ def test_train_refuses_unreachable_model_before_creating_the_run(tmp_path: Path)
     assert f"{config}: model_name_or_path: model someone/some-model" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_github_mining_refuses_unreachable_api_before_writing(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    api = f"http://127.0.0.1:{_closed_port()}"
+    command = ["data", "mine", "--github", "psf/requests", "--api-url", api, "--out", str(tmp_path / "out")]
+    run = subprocess.run(
+        [sys.executable, "-m", "swerl", *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert run.returncode == 1, run.stderr
+    assert f"--api-url {api} cannot be reached" in run.stderr
+    assert not (tmp_path / "out").exists()
