@@ -48,3 +48,11 @@ def unavailable_model(name: str) -> str | None:
         "cannot be reached from this machine; pass a save_pretrained directory, or download it where "
         "there is network (huggingface-cli download) and copy the cache"
     )
+
+
+def model_problem(name: str) -> str | None:
+    """Why model (or tokenizer) `name` cannot be loaded, as far as can be told before loading it: a local
+    path that does not exist, or a hub id that is neither cached nor reachable."""
+    from swerl.configs import missing_model
+
+    return missing_model(name) or unavailable_model(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -130,3 +131,22 @@ def test_github_mining_refuses_unreachable_api_before_writing(tmp_path: Path) ->
     assert run.returncode == 1, run.stderr
     assert f"--api-url {api} cannot be reached" in run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_agentless_refuses_unreachable_model_before_any_instance(tmp_path: Path) -> None:
+    dataset = tmp_path / "instances.jsonl"
+    row = {"instance_id": "o__r-1", "repo": "o/r", "base_commit": "0" * 40, "problem_statement": "bug"}
+    dataset.write_text(json.dumps(row) + "\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HOME": str(tmp_path / "hf")}
+    env["HF_ENDPOINT"] = f"http://127.0.0.1:{_closed_port()}"
+    command = ["agentless", "run", "--dataset", str(dataset), "--model", "someone/some-model"]
+    run = subprocess.run(
+        [sys.executable, "-m", "swerl", *command, "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 1, run.stderr
+    assert "--model: model someone/some-model is neither a local directory" in run.stderr

@@ -272,7 +272,16 @@ def _sampler(args: argparse.Namespace) -> Any:
     if not args.model:
         return None
     from agentless.sampling import EngineSampler
+    from swerl.hub import model_problem
 
+    # With a server, --model is the served model's name; only a tokenizer is loaded here.
+    loaded = {"--tokenizer": args.tokenizer}
+    if not (args.openai_base_url and args.tokenizer):
+        loaded["--model"] = args.model
+    for option, name in loaded.items():
+        problem = name and model_problem(name)
+        if problem:
+            raise UserError(f"{option}: {problem}")
     if args.openai_base_url:
         from transformers import AutoTokenizer
 

@@ -121,10 +121,9 @@ def existing_path(text: str) -> Path:
 def model_name(text: str) -> str:
     """A hub id or a model directory: a local path that does not exist, or a hub id that is neither cached
     nor reachable, is refused now, rather than after a minute of download retries."""
-    from swerl.configs import missing_model
-    from swerl.hub import unavailable_model
+    from swerl.hub import model_problem
 
-    problem = missing_model(text) or unavailable_model(text)
+    problem = model_problem(text)
     if problem:
         raise argparse.ArgumentTypeError(problem)
     return text
