@@ -185,6 +185,8 @@ def server(tmp_path_factory):
         }
     )
     replay.routes[f"/repos/{REPO}/pulls"] = pulls
+    for pull in pulls:  # one PR's own page adds its number of commits, which the listing lacks
+        replay.routes[f"/repos/{REPO}/pulls/{pull['number']}"] = {**pull, "commits": 1}
     first_issue = f"/repos/{REPO}/issues/{1000 + kept[0].number}"
     replay.failures[f"/repos/{REPO}/pulls"] = [(502, {}, {"message": "Server Error"}), (0, {}, {})]
     secondary = {"message": "You have exceeded a secondary rate limit. Please wait a few minutes."}

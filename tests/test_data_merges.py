@@ -19,14 +19,14 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from test_data_github import TOKEN, Replay, _handler, _pull
+from test_data_github import TOKEN, Replay, _handler, _issue, _pull
 from test_data_realgit import CORE, Git, _edit, _rows
 
 from data_pipeline.config import MineConfig
 from data_pipeline.gitstore import GitError
 from data_pipeline.runner import mine
 from data_pipeline.sources.gharchive import GHArchiveSource
-from data_pipeline.sources.github import PullLookup
+from data_pipeline.sources.github import GitHubSource, PullLookup
 from data_pipeline.sources.local import LocalSource
 from swerl.edit_format import apply_patch_to_contents
 
@@ -263,6 +263,43 @@ def test_trimmed_events_the_history_cannot_settle_are_asked_of_the_api(history):
     asked = {path for path, _ in replay.requests}
     assert f"/repos/{REPO}/pulls/1" not in asked  # the history settled #1 and #2
     assert slept == [1.0] and all(auth == f"token {TOKEN}" for _, auth in replay.requests)
+
+
+def test_github_listing_yields_each_merge_method_s_whole_change(history):
+    """`--github` lists PRs without their number of commits; a PR that can become a row is asked for it,
+    so the rebase merge (#3) gets its whole change on the right base, like the other two methods."""
+    root, merges, bases, changed = history
+    replay = Replay()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(replay))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = replay.base = f"http://127.0.0.1:{httpd.server_port}"
+    replay.routes[f"/repos/{REPO}"] = {
+        "id": 7,
+        "name": "widgets",
+        "full_name": REPO,
+        "url": f"{base}/repos/{REPO}",
+    }
+    pulls = [_pull(base, n, merges[n], f"Fix f{n}", f"Fixes #{100 + n}") for n in (1, 2, 3)]
+    pulls.append(_pull(base, 4, None, "Closed unmerged", "Fixes #104"))
+    replay.routes[f"/repos/{REPO}/pulls"] = pulls
+    for pull, commits in zip(pulls, (2, 2, 3, 1), strict=True):
+        replay.routes[f"/repos/{REPO}/pulls/{pull['number']}"] = {**pull, "commits": commits}
+    for n in (1, 2, 3, 4):
+        replay.routes[f"/repos/{REPO}/issues/{100 + n}"] = _issue(
+            base, 100 + n, f"f{n} is wrong", "breaks", 0
+        )
+    source = GitHubSource(
+        [REPO], root / "cache-gh", token=TOKEN, api_url=base, clone_url=str(root / "remotes") + "/{repo}"
+    )
+    try:
+        mine(root / "out-gh", source, MineConfig(shard_size=3), workers=1, progress=False)
+    finally:
+        httpd.shutdown()
+    rows = {row["pull_number"]: row for row in _rows(root / "out-gh" / "data")}
+    assert sorted(rows) == [1, 2, 3]
+    _check_oracles(rows, merges, bases, changed)
+    asked = {path for path, _ in replay.requests}
+    assert f"/repos/{REPO}/pulls/4" not in asked  # unmerged: dropped without the extra request
 
 
 def test_bad_dumps_are_skipped_named_and_counted_and_a_rerun_continues(history, capsys):
