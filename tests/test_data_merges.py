@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from test_data_github import TOKEN, Replay, _issue, _pull, replay_server
-from test_data_realgit import CORE, Git, _edit, _rows
+from test_data_realgit import CORE, Git, _edit, _rows, rows_and_drops
 
 from data_pipeline.config import MineConfig
 from data_pipeline.gitstore import GitError
@@ -166,14 +166,7 @@ def _trimmed_dumps(dumps: Path) -> Path:
 def _mine(root: Path, name: str, dumps: Path) -> tuple[dict, dict, object]:
     source = GHArchiveSource(dumps, root / f"cache-{name}", clone_url=str(root / "remotes") + "/{repo}")
     summary = mine(root / name, source, MineConfig(shard_size=3), workers=1, progress=False)
-    rows = {row["pull_number"]: row for row in _rows(root / name / "data")}
-    drops = {}
-    for stage in ("collect", "build", "dedup", "render"):
-        drops |= {
-            int(d["instance_id"].rsplit("-", 1)[1]): d["reason"]
-            for d in _rows(root / name / stage)
-            if "reason" in d
-        }
+    rows, drops = rows_and_drops(root / name)
     return rows, drops, summary
 
 
