@@ -50,9 +50,10 @@ def unavailable_model(name: str) -> str | None:
     )
 
 
-def model_problem(name: str) -> str | None:
-    """Why model (or tokenizer) `name` cannot be loaded, as far as can be told before loading it: a local
-    path that does not exist, or a hub id that is neither cached nor reachable."""
+def model_problem(name: str, tokenizer: bool = False) -> str | None:
+    """Why model (or with `tokenizer`, tokenizer) `name` cannot be loaded, as far as can be told before
+    loading it: a local path that is not such a folder, or a hub id that is neither cached nor reachable."""
     from swerl.configs import missing_model
 
-    return missing_model(name) or unavailable_model(name)
+    marker = "tokenizer_config.json" if tokenizer else "config.json"
+    return missing_model(name, marker) or unavailable_model(name)

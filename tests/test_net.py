@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from swerl.hub import unavailable_model
+from swerl.hub import model_problem, unavailable_model
 
 _NO_PROXY = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
@@ -150,3 +150,15 @@ def test_agentless_refuses_unreachable_model_before_any_instance(tmp_path: Path)
     )
     assert run.returncode == 1, run.stderr
     assert "--model: model someone/some-model is neither a local directory" in run.stderr
+
+
+def test_a_folder_that_is_not_a_model_is_named_as_such(tmp_path: Path) -> None:
+    """A data folder given as the model: one line saying so, not transformers' tokenizer-backend error."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text("{}\n")
+    tokenizer = tmp_path / "tok"
+    tokenizer.mkdir()
+    (tokenizer / "tokenizer_config.json").write_text("{}")
+    assert "not a model directory (no config.json" in (model_problem(str(tmp_path / "data")) or "")
+    assert model_problem(str(tokenizer), tokenizer=True) is None
+    assert "not a tokenizer directory" in (model_problem(str(tmp_path / "data"), tokenizer=True) or "")
