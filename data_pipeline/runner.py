@@ -77,6 +77,11 @@ class RunSummary:
         ]
         lines += [f"  dropped {reason}: {n}" for reason, n in self.drops.most_common()]
         lines += [f"  {note}" for note in self.notes]
+        if not self.rows:
+            lines.append(
+                "  warning: no row was kept, so data/ holds no shard; the drops above say why (e.g. "
+                "--languages, or a SWE-bench repository)"
+            )
         if self.model_no_picks:
             lines.append(f"  rows the ranking model named no usable file for: {self.model_no_picks}")
         return "\n".join(lines)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from data_pipeline.runner import mine
 from data_pipeline.sources.local import LocalSource
 from data_pipeline.synthetic import edge_case_history
 from swerl.edit_format import apply_patch_to_contents, build_messages, canonical_answer
+from swerl.errors import UserError
 from swerl.reward import similarity_reward
 from swerl.reward.batch import score_row
 
@@ -466,3 +468,22 @@ def test_ctrl_c_twice_stops_a_parallel_run_at_once_and_it_resumes(mined, tmp_pat
     resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert read_dir(out / "data") == read_dir(mined["out"] / "data")
+
+
+def test_a_folder_of_other_files_is_refused_and_keeping_nothing_is_said(mined, tmp_path):
+    """--out must be new, empty or an earlier mining run: a training run's folder is not mixed into; a
+    run that keeps no row says so, since data/ then holds no shard to load."""
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "metrics.jsonl").write_text("{}\n")
+    source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
+    with pytest.raises(
+        UserError, match=re.escape("holds other files (metrics.jsonl, ...) and no mining run")
+    ):
+        mine(taken, source, CONFIG, workers=1, progress=False)
+    assert sorted(p.name for p in taken.iterdir()) == ["metrics.jsonl"]
+    cmd = [sys.executable, "-m", "swerl", "data", "mine", "--local", str(mined["repo"]), "--repo-name"]
+    cmd += ["acme/widgets", "--clones", str(tmp_path / "cache"), "--out", str(tmp_path / "rs")]
+    done = subprocess.run([*cmd, "--languages", "rs", "--quiet"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "rows: 0" in done.stderr and "warning: no row was kept" in done.stderr

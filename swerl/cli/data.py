@@ -67,7 +67,10 @@ def register(groups: argparse._SubParsersAction) -> None:
         help=f"bare clone cache, one per repo (default {DEFAULT_CACHE})",
     )
     mine.add_argument(
-        "--repo-name", metavar="OWNER/REPO", help="--local: repository name for ids (default: origin)"
+        "--repo-name",
+        metavar="OWNER/REPO",
+        help="--local: the repository's name in rows and ids (default: from a GitHub origin URL, else "
+        "local/<directory>; give it so rows can be matched with clones and datasets later)",
     )
     mine.add_argument("--ref", default="HEAD", help="--local: branch or commit to mine (default HEAD)")
     mine.add_argument(
