@@ -208,6 +208,11 @@ CASES = [
         ["o.jsonl"],
     ),
     Case(
+        "score onto its own input",
+        ["reward", "score", "--input", "{tmp}/rows.jsonl", "--output", "{tmp}/rows.jsonl"],
+        "is the --input file",
+    ),
+    Case(
         "score random bytes",
         ["reward", "score", "--input", "{tmp}/random.jsonl", "--output", "{tmp}/o.jsonl"],
         "none of its",

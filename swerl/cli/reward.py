@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from swerl.cli.args import existing_file, output_file, positive_int
+from swerl.errors import UserError
 
 SAMPLE = "reward_sample.jsonl"
 # Kept equal to swerl.reward.similarity.DEFAULT_MAX_DIFF_CHARS (a test checks): importing the reward here
@@ -108,6 +109,8 @@ def _config(args: argparse.Namespace) -> Any:
 def _run_score(args: argparse.Namespace) -> int:
     from swerl.reward.files import score_file
 
+    if args.output.exists() and args.output.resolve() == args.input.resolve():
+        raise UserError(f"--output {args.output} is the --input file; write the scores to another file")
     summary = score_file(
         args.input, args.output, _config(args), workers=args.workers, progress=not args.quiet
     )
