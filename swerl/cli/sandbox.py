@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 from swerl.cli.args import existing_file, positive_float, positive_int
 from swerl.errors import UserError
@@ -144,8 +143,10 @@ def _run(args: argparse.Namespace) -> int:
     )
     labelled = [(name, i, t) for name in sets for i, t in enumerate(getattr(problem, f"{name}_tests"))]
     if not labelled:
-        print("the problem has no tests in the chosen sets", file=sys.stderr)
-        return 1
+        raise UserError(
+            f"{args.problem}: no tests in {', '.join(sets)} (a problem holds public_tests, private_tests "
+            "and/or generated_tests, each {\"input\": [...], \"output\": [...]})"
+        )
     config = SandboxConfig(allow_unisolated=args.unsafe_no_isolation, waive=frozenset(args.unsafe_without))
     tests = [t for _, _, t in labelled]
     results = run_tests(
