@@ -328,7 +328,13 @@ CASES = [
     Case(
         "--resume a missing checkpoint",
         ["train", "grpo", "--config", "{tmp}/good.yaml", "--resume", "{tmp}/ck"],
-        "not a checkpoint directory",
+        "no such checkpoint directory",
+        ["run"],
+    ),
+    Case(
+        "--resume a folder that is no checkpoint",
+        ["train", "grpo", "--config", "{tmp}/good.yaml", "--resume", "{tmp}/model"],
+        "not a checkpoint directory (no trainer_state.json)",
         ["run"],
     ),
     Case(

@@ -112,6 +112,8 @@ def _check_resume(config: Any, run_dir: Path) -> None:
             )
     else:
         path = Path(target)
+        if not path.exists():
+            raise UserError(f"--resume: no such checkpoint directory {path}")
         if not (path / "trainer_state.json").is_file():
             raise UserError(f"--resume: {path} is not a checkpoint directory (no trainer_state.json)")
     recorded_file = run_dir / "config.yaml"
