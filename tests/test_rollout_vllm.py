@@ -76,7 +76,16 @@ FAKE_VLLM = Path(__file__).resolve().parent / "fake_vllm"
 
 @pytest.fixture
 def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """`import vllm` gives the stand-in (tests/fake_vllm/vllm) for this test only."""
+    """`import vllm` gives the stand-in (tests/fake_vllm/vllm) for this test only, in the environment a
+    one-process torchrun gives (the external launcher reads it; restored afterwards)."""
+    for name, value in {
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     monkeypatch.syspath_prepend(str(FAKE_VLLM))
     monkeypatch.delitem(sys.modules, "vllm", raising=False)
     import vllm
@@ -282,3 +291,30 @@ def tp_worker(model_dir: str, out: str) -> None:
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--tp-worker"]:
     tp_worker(sys.argv[2], sys.argv[3])
+
+
+def test_a_lora_policy_reaches_vllm_merged_under_the_base_names(fake_vllm: Any, tiny_dir: Path) -> None:
+    """vLLM knows the base architecture only: it gets base + B @ A * scale under the base names and no
+    adapter weights, so it computes what the LoRA policy computes; the policy is unmerged again after."""
+    peft = pytest.importorskip("peft")
+    base, _ = load_model_and_tokenizer(tiny_dir)
+    base_names = [name for name, _ in base.named_parameters()]
+    torch.manual_seed(0)
+    lora = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    policy = peft.get_peft_model(base, lora)
+    prompt = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        want = policy(input_ids=prompt).logits
+        with policy.disable_adapter():
+            assert not torch.allclose(policy(input_ids=prompt).logits, want, atol=1e-3)  # the adapters matter
+
+    engine = VLLMEngine(
+        str(tiny_dir), enable_sleep_mode=False, distributed_executor_backend="external_launcher"
+    )
+    engine.sync_weights(policy)
+    assert [c[1] for c in engine.llm.calls if c[0] == "load_weights"] == base_names
+    served = engine.llm.llm_engine.model_executor.driver_worker.model_runner.model.module
+    with torch.no_grad():
+        assert torch.allclose(served(input_ids=prompt).logits, want, atol=1e-5)
+        assert not any(getattr(m, "merged", False) for m in policy.modules())
+        assert torch.allclose(policy(input_ids=prompt).logits, want, atol=1e-5)

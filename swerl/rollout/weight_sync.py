@@ -19,6 +19,7 @@ the process that holds the model shard.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
@@ -35,8 +36,11 @@ def full_parameters(module: nn.Module) -> Iterator[tuple[str, Tensor]]:
     A parameter partitioned by ZeRO-3 (DeepSpeed marks it with `ds_id`) is gathered for its own step of
     the iteration only; the caller must be done with the tensor before asking for the next one.
     Parameters shared between modules (tied embeddings) come once, under their first name, as vLLM's
-    `load_weights` expects.
+    `load_weights` expects. A LoRA policy (peft) comes as `merged_adapter_parameters` gives it.
     """
+    if hasattr(module, "peft_config") and hasattr(module, "merge_adapter"):
+        yield from merged_adapter_parameters(module)
+        return
     for name, param in module.named_parameters():
         if hasattr(param, "ds_id"):
             import deepspeed
@@ -45,6 +49,39 @@ def full_parameters(module: nn.Module) -> Iterator[tuple[str, Tensor]]:
                 yield name, param.data
         else:
             yield name, param.data
+
+
+def base_parameter_name(name: str) -> str:
+    """A peft parameter's name in the base model: 'base_model.model.x.q_proj.base_layer.weight' ->
+    'x.q_proj.weight' (and a trained copy under `modules_to_save` takes the original's name)."""
+    name = name.removeprefix("base_model.model.").replace(".base_layer.", ".")
+    return name.replace(".modules_to_save.default.", ".")
+
+
+def merged_adapter_parameters(model: Any) -> Iterator[tuple[str, Tensor]]:
+    """A LoRA policy as vLLM knows it: the base weights with the adapters merged in, under the base
+    model's names, adapters and the frozen originals of `modules_to_save` left out (TRL does the same).
+
+    Merging needs whole weights, so under ZeRO-3 the model is gathered whole for the duration: the
+    exception to one-parameter-at-a-time, affordable because a LoRA run's base model is frozen and
+    usually small enough to be held whole. The adapters are unmerged afterwards (also when the caller
+    stops early), so training continues on the unmerged model.
+    """
+    partitioned = [p for p in model.parameters() if hasattr(p, "ds_id")]
+    gathered: Any = contextlib.nullcontext()
+    if partitioned:
+        import deepspeed
+
+        gathered = deepspeed.zero.GatheredParameters(partitioned)
+    with gathered:
+        model.merge_adapter()
+        try:
+            for name, param in model.named_parameters():
+                if "lora_" in name or ".original_module." in name:
+                    continue
+                yield base_parameter_name(name), param.data
+        finally:
+            model.unmerge_adapter()
 
 
 def dtype_name(dtype: torch.dtype) -> str:
