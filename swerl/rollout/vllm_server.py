@@ -268,7 +268,10 @@ class VLLMServerEngine:
 
     def sync_weights(self, model: Any) -> None:
         """Push `model`'s parameters one at a time (every rank walks them; rank 0 sends), then reset the
-        server's prefix cache, which also waits for the last parameter to be loaded."""
+        server's prefix cache, which also waits for the last parameter to be loaded. The closing barrier
+        keeps the other ranks from asking for answers before the server holds every new weight."""
+        from swerl.learner.dist import barrier
+
         source = getattr(model, "module", model)
         for name, tensor in full_parameters(source):
             if self.channel is None:
@@ -279,6 +282,7 @@ class VLLMServerEngine:
             self.channel.broadcast(tensor.to(self.channel.device).contiguous(), self.rank)
         if self.channel is not None:
             self._post("/reset_prefix_cache", {})
+        barrier()
 
     def close(self) -> None:
         """Leave the weight channel (the server keeps running for the next trainer)."""
