@@ -134,3 +134,76 @@ def test_the_server_reports_bad_requests_and_failed_transfers(server: str) -> No
 def test_a_trainer_without_a_server_is_told_how_to_start_one() -> None:
     with pytest.raises(UserError, match="swerl vllm-serve"):
         VLLMServerEngine(f"http://127.0.0.1:{free_port()}", connect_timeout=0)
+
+
+def test_two_training_ranks_share_the_server(server: str, tiny_dir: Path, tmp_path: Path) -> None:
+    """torchrun with 2 ranks (gloo): both sample through the server, rank 0 alone pushes the weights, and
+    afterwards the server holds the weights both ranks trained to."""
+    out = tmp_path / "ranks.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FAKE_VLLM), str(ROOT)])}
+    launch = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+    ]
+    launch += [
+        __file__,
+        "--trainer-rank",
+        server,
+        str(tiny_dir),
+        str(tmp_path / "run"),
+        str(free_port()),
+        str(out),
+    ]
+    done = subprocess.run(launch, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["rank"])
+    assert [r["steps"] for r in ranks] == [2, 2] and ranks[0]["sender"] and not ranks[1]["sender"]
+    assert ranks[0]["policy"] == pytest.approx(ranks[1]["policy"], abs=1e-6)  # the ranks trained as one
+    assert ranks[0]["served"] == pytest.approx(ranks[0]["policy"], abs=1e-5)  # and the server has it
+
+
+def trainer_rank(url: str, model_dir: str, run_dir: str, group_port: str, out: str) -> None:
+    """One rank of the two-rank test: GRPO through the server; writes greedy log-probs of the policy (its
+    own model) and of the server, for one prompt, after training."""
+    from swerl.learner.dist import init_distributed, shutdown_distributed
+
+    dist = init_distributed()
+    model, tokenizer = load_model_and_tokenizer(model_dir)
+    engine = VLLMServerEngine(url, sender=dist.rank == 0, group_port=int(group_port), weight_backend="gloo")
+    config = GRPOConfig(
+        output_dir=run_dir,
+        max_steps=2,
+        num_generations=4,
+        prompts_per_step=2,
+        max_completion_length=6,
+        learning_rate=5e-2,
+        micro_batch_size=8,
+        report_to_tensorboard=False,
+        rollout_engine="vllm_server",
+    )
+    prompt = tokenizer("def f(x):\n    return x + 1\n")["input_ids"]
+    examples = [Example(prompt_ids=prompt[: 5 + i]) for i in range(4)]
+    trainer = GRPOTrainer(
+        config, model, tokenizer, examples, token_reward(range(64)), engine=engine, progress=False
+    )
+    steps = len(trainer.train())
+    record = {
+        "rank": dist.rank,
+        "sender": engine.channel is not None,
+        "steps": steps,
+        "policy": greedy(HFEngine(model, tokenizer), prompt[:6]).logprobs,
+        "served": greedy(engine, prompt[:6]).logprobs,
+    }
+    engine.close()
+    with open(out, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+    shutdown_distributed()
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--trainer-rank"]:
+    trainer_rank(*sys.argv[2:7])
