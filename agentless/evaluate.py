@@ -175,6 +175,7 @@ def evaluate_local(
     does. Environment failures of a gold run are the tests that fail with the gold patch here; given to a
     later run (`env_failures`), they yield its verdict without them next to the strict one.
     """
+    harness_api()  # a missing or different swebench is the run's error, not every instance's
     wanted = [i for i in instances if i.instance_id in predictions]
     out_dir.mkdir(parents=True, exist_ok=True)
     known = env_failures or {}

@@ -54,7 +54,12 @@ def die_with_parent(parent: int) -> None:
     """Worker initializer: end this process when the process that started it (`parent`) ends, even by
     `kill -9`, which gives the parent no chance to stop its workers. A worker would otherwise wait on
     its task queue forever, and its git readers with it (they end when their input closes, that is when
-    the worker ends). Linux only (prctl PR_SET_PDEATHSIG); elsewhere a no-op."""
+    the worker ends). Linux only (prctl PR_SET_PDEATHSIG); elsewhere a no-op.
+
+    Ctrl-C reaches every process of the terminal's group; a worker ignores it, and the parent, which
+    gets it too, ends the workers itself (`open_engine`): a worker interrupted half-way through a task
+    would print a traceback and leave the pool waiting for a result that never comes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -102,12 +107,27 @@ def open_engine(engine: str, workers: int) -> Iterator[Submit[Any, Any]]:
                 def submit(fn: Callable[[T], R], task: T, worker: int) -> Pending[R]:
                     return pools[worker % workers].submit(fn, task)
 
-                yield submit
+                try:
+                    yield submit
+                except BaseException:
+                    _kill_workers(pools)
+                    raise
     elif engine == "ray":
         with _ray(workers) as submit:
             yield submit
     else:
         raise ValueError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+
+
+def _kill_workers(pools: list[ProcessPoolExecutor]) -> None:
+    """End every worker now, busy or not, on the way out of a failed or interrupted run. Waiting for their
+    tasks would take up to a shard's time (tens of seconds), and the interpreter's exit waits for them
+    too, so a second Ctrl-C would find it stuck there. Nothing is lost: a shard's files are written
+    under a temporary name and renamed when whole, and the next run does again what was not recorded."""
+    for pool in pools:
+        for process in list((pool._processes or {}).values()):  # no public handle on a pool's processes
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _inline(fn: Callable[[T], R], task: T, worker: int) -> Pending[R]:

@@ -135,13 +135,24 @@ def format_fields(cls: type) -> str:
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
 
-def missing_model(name: str) -> str | None:
+_KIND = {"config.json": "model", "tokenizer_config.json": "tokenizer"}
+
+
+def missing_model(name: str, marker: str = "config.json") -> str | None:
     """Why model `name` cannot be loaded, if that is clear without the network: it names a local
-    directory that does not exist. A Hugging Face hub id is `name` or `owner/name`; a path with more
+    directory that does not exist, or one that is not a save_pretrained folder (no `marker` file, e.g.
+    a folder of data given by mistake, which transformers reports as a missing tokenizer backend). A
+    Hugging Face hub id is `name` or `owner/name`; a path with more
     parts, or one that starts with `.`, `/` or `~`, cannot be one."""
     path = Path(name)
     if path.exists():
-        return None if path.is_dir() else f"{name} is a file; a model is a directory"
+        if not path.is_dir():
+            return f"{name} is a file; a model is a directory"
+        # A save_pretrained folder (or a checkpoint-N of one) always holds `marker`: config.json for a
+        # model, tokenizer_config.json for a tokenizer.
+        if not (path / marker).is_file():
+            return f"{name} is not a {_KIND[marker]} directory (no {marker}: save_pretrained writes one)"
+        return None
     # `runs/model` could be the hub id of owner "runs", but not when ./runs is a directory here.
     looks_local = name.startswith((".", "~", "/")) or (len(path.parts) > 1 and path.parent.is_dir())
     if _HUB_ID.fullmatch(name) and not looks_local:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,6 +67,31 @@ def test_evaluate_says_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFix
     argv = ["agentless", "evaluate", "--backend", "docker", "--dataset", "lite"]
     assert main([*argv, "--predictions", str(tmp_path / "p.jsonl")]) == 1
     assert "cannot run the SWE-bench harness" in capsys.readouterr().err
+
+
+def test_local_evaluate_without_swebench_is_an_error_not_a_report(tmp_path: Path) -> None:
+    """The local backend grades with the swebench package: without it the command stops with that reason
+    and exit status 1, instead of filing every instance as an environment failure and exiting 0."""
+    shadow = tmp_path / "shadow" / "swebench"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('swebench is not installed here')\n")
+    assert _main(["agentless", "demo", "--dir", str(tmp_path / "demo")]) == 0
+    argv = ["agentless", "evaluate", "--dataset", str(tmp_path / "demo" / "instances.jsonl")]
+    argv += [
+        "--clones",
+        str(tmp_path / "demo" / "clones"),
+        "--predictions",
+        "gold",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(shadow.parent)}
+    done = subprocess.run(
+        [sys.executable, "-m", "swerl", *argv], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 1, done.stderr
+    assert "the local harness needs the `swebench` package 5.x" in done.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_docker_backend_refuses_without_engine() -> None:

@@ -12,6 +12,8 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -122,11 +124,9 @@ def _issue(base: str, number: int, title: str, body: str, comments: int, pr: boo
     return issue
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gh")
-    prs = edge_case_history(root / "remotes" / "acme" / "widgets")
-    replay = Replay()
+@contextmanager
+def replay_server(replay: Replay) -> Iterator[str]:
+    """`replay` served on a loopback port, with `REPO`'s own page; yields the API's base URL."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(replay))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     base = replay.base = f"http://127.0.0.1:{httpd.server_port}"
@@ -137,6 +137,24 @@ def server(tmp_path_factory):
         "url": f"{base}/repos/{REPO}",
         "owner": {"login": "acme", "id": 3, "type": "Organization"},
     }
+    try:
+        yield base
+    finally:
+        httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gh")
+    prs = edge_case_history(root / "remotes" / "acme" / "widgets")
+    replay = Replay()
+    with replay_server(replay) as base:
+        yield {"root": root, "replay": replay, "expected": _serve_history(replay, base, prs)}
+
+
+def _serve_history(replay: Replay, base: str, prs: list) -> dict[int, str | None]:
+    """Routes for `edge_case_history`'s PRs and their issues, with injected faults; returns each PR's
+    expected drop reason (None: a row)."""
     pulls = []
     expected: dict[int, str | None] = {}
     kept = [pr for pr in prs if pr.expect is None]
@@ -185,6 +203,8 @@ def server(tmp_path_factory):
         }
     )
     replay.routes[f"/repos/{REPO}/pulls"] = pulls
+    for pull in pulls:  # one PR's own page adds its number of commits, which the listing lacks
+        replay.routes[f"/repos/{REPO}/pulls/{pull['number']}"] = {**pull, "commits": 1}
     first_issue = f"/repos/{REPO}/issues/{1000 + kept[0].number}"
     replay.failures[f"/repos/{REPO}/pulls"] = [(502, {}, {"message": "Server Error"}), (0, {}, {})]
     secondary = {"message": "You have exceeded a secondary rate limit. Please wait a few minutes."}
@@ -206,8 +226,7 @@ def server(tmp_path_factory):
             },
         ),
     ]
-    yield {"root": root, "replay": replay, "expected": expected}
-    httpd.shutdown()
+    return expected
 
 
 def _source(server, **kw) -> GitHubSource:

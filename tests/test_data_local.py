@@ -421,3 +421,48 @@ def test_kill_9_leaves_no_worker_or_git_process_behind(mined, tmp_path):
     while time.monotonic() < deadline and any(_running(p) for p in below):
         time.sleep(0.05)
     assert not [p for p in below if _running(p)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
+def test_ctrl_c_twice_stops_a_parallel_run_at_once_and_it_resumes(mined, tmp_path):
+    """Ctrl-C reaches the whole process group: the run ends within seconds, as one line and exit status
+    130, with no worker left and no worker traceback; a second Ctrl-C does not leave it stuck waiting for
+    its workers; the same command then completes the run with the rows of an uninterrupted one."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "swerl", "data", "mine", "--local", str(mined["repo"]), "--repo-name"]
+    cmd += ["acme/widgets", "--clones", str(tmp_path / "cache"), "--out", str(out)]
+    cmd += ["--shard-size", "3", "--max-file-bytes", "100000", "--workers", "2", "--quiet"]
+    env = {**os.environ, "SWERL_DATA_PAUSE_AFTER_SHARD": "1"}
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group, as a terminal's job is; SIGINT goes to all of it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 60
+    below: set[int] = set()
+    while time.monotonic() < deadline and len(below) < 2:  # both workers started
+        below = {p for p in _descendants(proc.pid) if b"python" in _cmdline(p)[:80]}
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    interrupted = time.monotonic()
+    time.sleep(0.2)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the interrupted run did not end")
+    assert time.monotonic() - interrupted < 10
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["swerl: interrupted"], err
+    assert not [p for p in below if _running(p)]
+    assert not json.loads((out / "manifest.json").read_text())["stages"].get("render", {}).get("done")
+    resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert read_dir(out / "data") == read_dir(mined["out"] / "data")

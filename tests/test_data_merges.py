@@ -14,19 +14,17 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from test_data_github import TOKEN, Replay, _handler, _pull
-from test_data_realgit import CORE, Git, _edit, _rows
+from test_data_github import TOKEN, Replay, _issue, _pull, replay_server
+from test_data_realgit import CORE, Git, _edit, _rows, rows_and_drops
 
 from data_pipeline.config import MineConfig
 from data_pipeline.gitstore import GitError
 from data_pipeline.runner import mine
 from data_pipeline.sources.gharchive import GHArchiveSource
-from data_pipeline.sources.github import PullLookup
+from data_pipeline.sources.github import GitHubSource, PullLookup
 from data_pipeline.sources.local import LocalSource
 from swerl.edit_format import apply_patch_to_contents
 
@@ -150,17 +148,25 @@ def _write(path: Path, events: list[dict]) -> None:
         f.writelines(json.dumps(event) + "\n" for event in events)
 
 
+def _trimmed_dumps(dumps: Path) -> Path:
+    """One hour of events in the trimmed shape: the issues, then PRs 1-4 opened and closed."""
+    dumps.mkdir()
+    events = [*_issues()]
+    events += [
+        _event("PullRequestEvent", "2024-01-01T02:00:00Z", _trimmed_pr(n, "opened")) for n in (1, 2, 3, 4)
+    ]
+    events += [
+        _event("PullRequestEvent", "2024-01-01T06:00:00Z", _trimmed_pr(n, "closed"), "maintainer")
+        for n in (1, 2, 3, 4)
+    ]
+    _write(dumps / "2025-11-02-0.json.gz", events)
+    return dumps
+
+
 def _mine(root: Path, name: str, dumps: Path) -> tuple[dict, dict, object]:
     source = GHArchiveSource(dumps, root / f"cache-{name}", clone_url=str(root / "remotes") + "/{repo}")
     summary = mine(root / name, source, MineConfig(shard_size=3), workers=1, progress=False)
-    rows = {row["pull_number"]: row for row in _rows(root / name / "data")}
-    drops = {}
-    for stage in ("collect", "build", "dedup", "render"):
-        drops |= {
-            int(d["instance_id"].rsplit("-", 1)[1]): d["reason"]
-            for d in _rows(root / name / stage)
-            if "reason" in d
-        }
+    rows, drops = rows_and_drops(root / name)
     return rows, drops, summary
 
 
@@ -198,18 +204,7 @@ def test_events_before_october_2025_yield_each_merge_method_s_whole_change(histo
 
 def test_trimmed_events_are_completed_from_the_history(history):
     root, merges, bases, changed = history
-    dumps = root / "dumps-trimmed"
-    dumps.mkdir()
-    events = [*_issues()]
-    events += [
-        _event("PullRequestEvent", "2024-01-01T02:00:00Z", _trimmed_pr(n, "opened")) for n in (1, 2, 3, 4)
-    ]
-    events += [
-        _event("PullRequestEvent", "2024-01-01T06:00:00Z", _trimmed_pr(n, "closed"), "maintainer")
-        for n in (1, 2, 3, 4)
-    ]
-    _write(dumps / "2025-11-02-0.json.gz", events)
-    rows, drops, _ = _mine(root, "out-trimmed", dumps)
+    rows, drops, _ = _mine(root, "out-trimmed", _trimmed_dumps(root / "dumps-trimmed"))
     assert sorted(rows) == [1, 2], drops
     _check_oracles(rows, merges, bases, changed)
     assert rows[1]["problem_statement"] == "f1 is wrong\n\nf1 breaks."
@@ -223,37 +218,18 @@ def test_trimmed_events_the_history_cannot_settle_are_asked_of_the_api(history):
     (a loopback server in its JSON shape): #3 becomes a row with its whole change, #4 is `not_merged`."""
     root, merges, bases, changed = history
     replay = Replay()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(replay))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    base = replay.base = f"http://127.0.0.1:{httpd.server_port}"
-    replay.routes[f"/repos/{REPO}"] = {
-        "id": 7,
-        "name": "widgets",
-        "full_name": REPO,
-        "url": f"{base}/repos/{REPO}",
-    }
-    for number, sha in ((3, merges[3]), (4, None)):
-        pull = _pull(base, number, sha, f"Edit f7 to f9 ({number})", f"Fixes #{100 + number}")
-        replay.routes[f"/repos/{REPO}/pulls/{number}"] = {**pull, "commits": 3}
-    replay.failures[f"/repos/{REPO}/pulls/3"] = [(0, {}, {})]  # a dropped connection on the way
-    dumps = root / "dumps-api"
-    dumps.mkdir()
-    events = [*_issues()]
-    events += [
-        _event("PullRequestEvent", "2024-01-01T02:00:00Z", _trimmed_pr(n, "opened")) for n in (1, 2, 3, 4)
-    ]
-    events += [
-        _event("PullRequestEvent", "2024-01-01T06:00:00Z", _trimmed_pr(n, "closed"), "maintainer")
-        for n in (1, 2, 3, 4)
-    ]
-    _write(dumps / "2025-11-02-0.json.gz", events)
-    slept: list[float] = []
-    api = PullLookup(TOKEN, base, sleep=slept.append)
-    source = GHArchiveSource(dumps, root / "cache-api", clone_url=str(root / "remotes") + "/{repo}", api=api)
-    try:
+    with replay_server(replay) as base:
+        for number, sha in ((3, merges[3]), (4, None)):
+            pull = _pull(base, number, sha, f"Edit f7 to f9 ({number})", f"Fixes #{100 + number}")
+            replay.routes[f"/repos/{REPO}/pulls/{number}"] = {**pull, "commits": 3}
+        replay.failures[f"/repos/{REPO}/pulls/3"] = [(0, {}, {})]  # a dropped connection on the way
+        dumps = _trimmed_dumps(root / "dumps-api")
+        slept: list[float] = []
+        api = PullLookup(TOKEN, base, sleep=slept.append)
+        source = GHArchiveSource(
+            dumps, root / "cache-api", clone_url=str(root / "remotes") + "/{repo}", api=api
+        )
         mine(root / "out-api", source, MineConfig(shard_size=3), workers=1, progress=False)
-    finally:
-        httpd.shutdown()
     rows = {row["pull_number"]: row for row in _rows(root / "out-api" / "data")}
     build = _rows(root / "out-api" / "build")
     drops = {int(d["instance_id"].rsplit("-", 1)[1]): d["reason"] for d in build if "reason" in d}
@@ -263,6 +239,32 @@ def test_trimmed_events_the_history_cannot_settle_are_asked_of_the_api(history):
     asked = {path for path, _ in replay.requests}
     assert f"/repos/{REPO}/pulls/1" not in asked  # the history settled #1 and #2
     assert slept == [1.0] and all(auth == f"token {TOKEN}" for _, auth in replay.requests)
+
+
+def test_github_listing_yields_each_merge_method_s_whole_change(history):
+    """`--github` lists PRs without their number of commits; a PR that can become a row is asked for it,
+    so the rebase merge (#3) gets its whole change on the right base, like the other two methods."""
+    root, merges, bases, changed = history
+    replay = Replay()
+    with replay_server(replay) as base:
+        pulls = [_pull(base, n, merges[n], f"Fix f{n}", f"Fixes #{100 + n}") for n in (1, 2, 3)]
+        pulls.append(_pull(base, 4, None, "Closed unmerged", "Fixes #104"))
+        replay.routes[f"/repos/{REPO}/pulls"] = pulls
+        for pull, commits in zip(pulls, (2, 2, 3, 1), strict=True):
+            replay.routes[f"/repos/{REPO}/pulls/{pull['number']}"] = {**pull, "commits": commits}
+        for n in (1, 2, 3, 4):
+            replay.routes[f"/repos/{REPO}/issues/{100 + n}"] = _issue(
+                base, 100 + n, f"f{n} is wrong", "breaks", 0
+            )
+        source = GitHubSource(
+            [REPO], root / "cache-gh", token=TOKEN, api_url=base, clone_url=str(root / "remotes") + "/{repo}"
+        )
+        mine(root / "out-gh", source, MineConfig(shard_size=3), workers=1, progress=False)
+    rows = {row["pull_number"]: row for row in _rows(root / "out-gh" / "data")}
+    assert sorted(rows) == [1, 2, 3]
+    _check_oracles(rows, merges, bases, changed)
+    asked = {path for path, _ in replay.requests}
+    assert f"/repos/{REPO}/pulls/4" not in asked  # unmerged: dropped without the extra request
 
 
 def test_bad_dumps_are_skipped_named_and_counted_and_a_rerun_continues(history, capsys):

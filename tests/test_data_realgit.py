@@ -141,6 +141,17 @@ def _rows(folder: Path) -> list[dict]:
     return [row for shard in sorted(folder.glob("*.parquet")) for row in pq.read_table(shard).to_pylist()]
 
 
+def rows_and_drops(out: Path) -> tuple[dict[int, dict], dict[int, str]]:
+    """A mining run's rows and its drop reasons over every stage, each by PR number."""
+    rows = {row["pull_number"]: row for row in _rows(out / "data")}
+    drops = {}
+    for stage in ("collect", "build", "dedup", "render"):
+        drops |= {
+            int(d["instance_id"].rsplit("-", 1)[1]): d["reason"] for d in _rows(out / stage) if "reason" in d
+        }
+    return rows, drops
+
+
 @pytest.mark.parametrize("batch", [128, 2])
 def test_every_pr_is_kept_or_dropped_with_its_reason_and_the_run_goes_on(history, monkeypatch, batch):
     root, expect = history
@@ -151,12 +162,7 @@ def test_every_pr_is_kept_or_dropped_with_its_reason_and_the_run_goes_on(history
     summary = mine(
         out, LocalSource(root / "repo", root / f"cache-{batch}", repo="acme/w"), config, progress=False
     )
-    rows = {row["pull_number"]: row for row in _rows(out / "data")}
-    drops = {}
-    for stage in ("collect", "build", "dedup", "render"):
-        drops |= {
-            int(d["instance_id"].rsplit("-", 1)[1]): d["reason"] for d in _rows(out / stage) if "reason" in d
-        }
+    rows, drops = rows_and_drops(out)
     assert summary.candidates == len(expect)
     for number, reason in expect.items():
         if reason is None:
@@ -273,15 +279,7 @@ def texts(tmp_path_factory):
     for name, languages in (("py", ("py",)), ("any", ())):
         config = MineConfig(filters=FilterConfig(require_issue=False, languages=languages))
         mine(root / name, LocalSource(root / "repo", root / "cache", repo="acme/w"), config, progress=False)
-        rows = {row["pull_number"]: row for row in _rows(root / name / "data")}
-        drops = {}
-        for stage in ("collect", "build", "dedup", "render"):
-            drops |= {
-                int(d["instance_id"].rsplit("-", 1)[1]): d["reason"]
-                for d in _rows(root / name / stage)
-                if "reason" in d
-            }
-        runs[name] = (rows, drops)
+        runs[name] = rows_and_drops(root / name)
     return runs
 
 

@@ -8,9 +8,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from isolation import require_isolation
 
 from swerl.sandbox import Job, Limits, SandboxConfig, TestCase, Verdict, run_batch
-from swerl.sandbox.bwrap import SLOTS_PER_PROCESS, UID_BASE, isolation_available
+from swerl.sandbox.bwrap import SLOTS_PER_PROCESS, UID_BASE
 
 PROJECT = Path(__file__).resolve().parents[1]
 LIMITS = Limits(wall_s=2.0, cpu_s=1.0, memory_bytes=256 << 20, stdout_bytes=1 << 20, file_bytes=1 << 20)
@@ -19,11 +20,7 @@ CANARY = "import sys\nprint(sum(map(int, sys.stdin.read().split())))\n"
 
 @pytest.fixture(autouse=True, scope="module")
 def _need_bwrap() -> None:
-    problem = isolation_available()
-    if problem:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the sandbox tests isolated: {problem}")
-        pytest.skip(f"!!! SANDBOX ISOLATION TESTS SKIPPED: {problem} !!!")
+    require_isolation()
 
 
 def _host_listener() -> socket.socket:
@@ -157,7 +154,7 @@ def _programs(port: int) -> dict[str, tuple[str, Verdict, str | None]]:
         ),
         "delete_visible_files": (
             textwrap.dedent("""
-                import os, shutil
+                import json, os, shutil
                 gone = []
                 for path in ['/sandbox/main.py', '/usr/bin/python3', '/etc/ld.so.cache']:
                     try:
@@ -165,11 +162,14 @@ def _programs(port: int) -> dict[str, tuple[str, Verdict, str | None]]:
                         gone.append(path)
                     except OSError:
                         pass
-                shutil.rmtree('/usr/lib', ignore_errors=True)
-                print('deleted', gone)
+                # A library package, not all of /usr/lib: walking tens of thousands of read-only files
+                # costs more CPU than the test's limit on a loaded machine.
+                library = os.path.dirname(json.__file__)
+                shutil.rmtree(library, ignore_errors=True)
+                print('deleted', gone, os.listdir(library) != [])
             """),
             Verdict.PASSED,
-            "deleted []",
+            "deleted [] True",
         ),
         "crash": ("raise SystemExit(3)\n", Verdict.RUNTIME_ERROR, None),
         "sees_previous_tmp": (

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from isolation import require_isolation
 
 from swerl.sandbox import Limits, SandboxConfig, SandboxUnavailable, TestCase, Verdict, persistent, run_tests
 from swerl.sandbox import bwrap as bwrap_module
@@ -108,14 +109,9 @@ def test_zygote_argv_keeps_the_isolation_and_leaves_scratch_to_the_zygote() -> N
     assert "--tmpfs" in bwrap_argv("bwrap", "/usr/bin/python3", ("-I",), Path("/x/main.py"))
 
 
-def _need_bwrap() -> None:
-    if isolation_available():
-        pytest.skip(f"!!! SANDBOX ISOLATION TESTS SKIPPED: {isolation_available()} !!!")
-
-
 def test_warm_batches_do_not_fork_the_caller() -> None:
     """The caller's size must not matter: with sandboxes up, a batch forks nothing in our process."""
-    _need_bwrap()
+    require_isolation()
     tests = [TestCase(f"{i}\n", str(i)) for i in range(6)]
     run_tests("print(input())", tests, workers=2)  # starts the sandboxes (with vfork, no fork either)
     forks = []
@@ -130,7 +126,7 @@ def test_warm_batches_do_not_fork_the_caller() -> None:
 
 
 def test_per_test_mode_and_persistent_mode_agree() -> None:
-    _need_bwrap()
+    require_isolation()
     source = "import os, sys\nprint(sum(map(int, sys.stdin.read().split())), os.listdir('/tmp'))\n"
     tests = [TestCase("1 2\n", "3 []"), TestCase("5\n", "6 []")]
     for config in (SandboxConfig(), SandboxConfig(persistent=False)):
@@ -141,7 +137,7 @@ def test_per_test_mode_and_persistent_mode_agree() -> None:
 
 
 def test_falls_back_to_a_bubblewrap_per_test_when_persistent_sandboxes_cannot_work(monkeypatch) -> None:
-    _need_bwrap()
+    require_isolation()
     broken = persistent._zygote_source().replace("problem = self_test(config)", "problem = 'no nesting'")
     monkeypatch.setattr(persistent, "_zygote_source", lambda: broken)
     monkeypatch.setattr(persistent, "_registry", persistent._Registry())
@@ -153,7 +149,7 @@ def test_falls_back_to_a_bubblewrap_per_test_when_persistent_sandboxes_cannot_wo
 
 
 def test_a_sandbox_lost_mid_run_is_restarted_and_the_test_rerun(tmp_path) -> None:
-    _need_bwrap()
+    require_isolation()
     config = SandboxConfig()
     program = tmp_path / "main.py"
     program.write_text("import time\ntime.sleep(0.5)\nprint(7)\n")
@@ -210,7 +206,7 @@ def test_no_code_job_never_runs() -> None:
 def test_a_large_caller_does_not_turn_a_crash_into_a_memory_verdict() -> None:
     """A per-test run inherits the caller's high-water RSS as ru_maxrss; that must not read as the program's
     (it did in CI: a pytest worker that had loaded torch reported a plain crash as memory_limit)."""
-    _need_bwrap()
+    require_isolation()
     script = (
         "import sys\n"
         "ballast = bytearray(400 << 20)\n"
@@ -231,7 +227,7 @@ def test_a_large_caller_does_not_turn_a_crash_into_a_memory_verdict() -> None:
 
 
 def test_staged_programs_are_readable_by_the_sandbox_uid_alone() -> None:
-    _need_bwrap()
+    require_isolation()
     config = SandboxConfig()
     with staged_program("print(6 * 7)") as program:
         assert stat.S_IMODE(program.stat().st_mode) == 0o600

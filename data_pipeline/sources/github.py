@@ -222,12 +222,15 @@ class GitHubSource:
         numbers = [n for n in closing_issues(text, repo) if n != pr.number]
         issues, texts = [], []
         merged = pr.merged_at is not None
+        commits = 0
         if merged:
             for number in numbers:
                 body = self._issue_text(repo_obj, repo, number, pr.created_at)
                 if body is not None:
                     issues.append(number)
                     texts.append(body)
+        if issues:
+            commits = self._commit_count(repo_obj, repo, pr.number)
         return Candidate(
             instance_id=instance_id(repo, pr.number),
             source=self.kind,
@@ -240,4 +243,12 @@ class GitHubSource:
             created_at=_iso(pr.created_at),
             merged=merged,
             author=(pr.user.login if pr.user else "") or "",
+            commits=commits,
         )
+
+    def _commit_count(self, repo_obj: Any, repo: str, number: int) -> int:
+        """How many commits PR `number` had. The PR listing leaves this out, but a rebase merge of several
+        commits is told from a squash only by it (`extract.pr_base`), so a PR that can become a row costs
+        one more request; the others (no linked issue, unmerged) are dropped without it."""
+        pr = self.retry(f"{repo}#{number}", lambda: repo_obj.get_pull(number))
+        return int(pr.commits or 0)

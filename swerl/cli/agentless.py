@@ -210,7 +210,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         "OUT/env_failures.json. --backend docker: `python -m swebench.harness.run_evaluation` (swebench "
         "5.x) with a fresh run id.",
         epilog="example: swerl agentless evaluate --dataset lite_dev.parquet --predictions gold "
-        "--clones /work/clones --out runs/eval-gold",
+        "--clones ~/mirrors --out runs/eval-gold",
     )
     _add_data_options(evaluate)
     evaluate.add_argument(
@@ -218,8 +218,20 @@ def register(groups: argparse._SubParsersAction) -> None:
         required=True,
         help="predictions file (.jsonl or .json), or gold (the instances' patches) or empty (no patch)",
     )
-    evaluate.add_argument("--backend", choices=("local", "docker"), default="local")
-    evaluate.add_argument("--workers", "--max-workers", type=positive_int, default=1, dest="workers")
+    evaluate.add_argument(
+        "--backend",
+        choices=("local", "docker"),
+        default="local",
+        help="local: the harness's rules in a fresh checkout here (no Docker); docker: the harness itself",
+    )
+    evaluate.add_argument(
+        "--workers",
+        "--max-workers",
+        type=positive_int,
+        default=1,
+        dest="workers",
+        help="instances judged at once (each runs its tests in its own checkout)",
+    )
     evaluate.add_argument(
         "--out", type=output_dir, default=Path("runs/agentless-eval"), help="local backend: report and logs"
     )
@@ -272,7 +284,18 @@ def _sampler(args: argparse.Namespace) -> Any:
     if not args.model:
         return None
     from agentless.sampling import EngineSampler
+    from swerl.hub import model_problem
 
+    # With a server, --model is the served model's name; only a tokenizer is loaded here.
+    loaded = {"--tokenizer": args.tokenizer}
+    if not (args.openai_base_url and args.tokenizer):
+        loaded["--model"] = args.model
+    for option, name in loaded.items():
+        problem = name and model_problem(
+            name, tokenizer=option == "--tokenizer" or bool(args.openai_base_url)
+        )
+        if problem:
+            raise UserError(f"{option}: {problem}")
     if args.openai_base_url:
         from transformers import AutoTokenizer
 
@@ -449,6 +472,9 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         )
         print(f"harness run id: {run_id} (exit status {status})", file=sys.stderr)
         return status
+    from agentless.execution.harness import harness_api
+
+    harness_api()  # grading needs the swebench package: say so before reading anything
     instances = _instances(args)
     known = None
     if args.env_failures is not None:
@@ -463,10 +489,11 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     )
     submitted = report["submitted_instances"]
     print(
-        f"resolved {report['resolved_instances']}/{submitted}"
-        f" ({report['resolved_without_env_failures']} without environment failures); "
-        f"{len(report['empty_patch_ids'])} empty, {len(report['error_ids'])} errors, "
-        f"{len(report['env_failure_ids'])} with environment failures; report: {args.out / 'report.json'}"
+        f"resolved {report['resolved_instances']}/{submitted} strictly, "
+        f"{report['resolved_without_env_failures']}/{submitted} leaving out the tests listed as environment "
+        f"failures ({len(report['env_failure_ids'])} instances have some); "
+        f"{len(report['empty_patch_ids'])} empty patches, {len(report['error_ids'])} errors; "
+        f"report: {args.out / 'report.json'}"
     )
     return 0
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import types
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from swerl.paths import file_in_the_way
 
@@ -31,13 +33,21 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
-def apply_formatter(parser: argparse.ArgumentParser) -> None:
-    """Give `parser` and every subcommand parser under it the shared help formatter."""
+def _one_line_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """A usage error as one line that says where the usage is, rather than argparse's usage block (25
+    lines for `data mine`) above the one line that matters."""
+    parser.exit(2, f"{parser.prog}: error: {message} (see {parser.prog} --help)\n")
+
+
+def finish_parsers(parser: argparse.ArgumentParser) -> None:
+    """Give `parser` and every subcommand parser under it the shared help formatter and one-line usage
+    errors."""
     parser.formatter_class = HelpFormatter
+    parser.error = types.MethodType(_one_line_error, parser)  # type: ignore[method-assign]
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
-                apply_formatter(sub)
+                finish_parsers(sub)
 
 
 def _number(kind: Callable[[str], float], text: str) -> float:
@@ -119,11 +129,11 @@ def existing_path(text: str) -> Path:
 
 
 def model_name(text: str) -> str:
-    """A hub id or a model directory: a local path that does not exist is refused now, rather than by a
-    hub-id error after the data has loaded."""
-    from swerl.configs import missing_model
+    """A hub id or a model directory: a local path that does not exist, or a hub id that is neither cached
+    nor reachable, is refused now, rather than after a minute of download retries."""
+    from swerl.hub import model_problem
 
-    problem = missing_model(text)
+    problem = model_problem(text)
     if problem:
         raise argparse.ArgumentTypeError(problem)
     return text

@@ -256,6 +256,7 @@ def _source(args: argparse.Namespace):
     if args.github:
         from data_pipeline.sources.github import GitHubSource
 
+        _require_reachable(args.api_url)
         return GitHubSource(
             args.github,
             args.clones,
@@ -273,6 +274,18 @@ def _source(args: argparse.Namespace):
 
         api = PullLookup(token, args.api_url)
     return GHArchiveSource(args.gharchive, args.clones, clone_url=args.clone_url, repos=args.repos, api=api)
+
+
+def _require_reachable(api_url: str) -> None:
+    """--github talks to the API for every PR: without a route to it, say so now rather than after the
+    client's retries (minutes)."""
+    from swerl.net import behind_proxy, reachable
+
+    if not behind_proxy() and not reachable(api_url):
+        raise UserError(
+            f"--api-url {api_url} cannot be reached from this machine; mine a clone with --local, or GH "
+            "Archive dumps with --gharchive, where there is no network"
+        )
 
 
 def _require_git_repository(path: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from swerl import __version__
 from swerl.cli import agentless, data, eval, exiting, plot, quickstart, reward, sandbox, serve, train
-from swerl.cli.args import apply_formatter
+from swerl.cli.args import finish_parsers
 from swerl.errors import UserError
 
 DEBUG_ENV = "SWERL_DEBUG"
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.register(groups)
     quickstart.register(groups)
     serve.register(groups)
-    apply_formatter(parser)
+    finish_parsers(parser)
     return parser
 
 

@@ -121,6 +121,11 @@ def load_checked(command: str, args: argparse.Namespace) -> Any:
             for key, why in missing
         )
         raise UserError(found + _hint(args.config))
+    from swerl.hub import unavailable_model
+
+    problem = unavailable_model(config.model_name_or_path)
+    if problem:
+        raise UserError(f"{args.config}: model_name_or_path: {problem}")
     prepare_run_dir(config, overwrite=args.overwrite)
     return config
 
