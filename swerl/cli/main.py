@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from swerl import __version__
-from swerl.cli import agentless, data, eval, exiting, plot, quickstart, reward, sandbox, train
+from swerl.cli import agentless, data, eval, exiting, plot, quickstart, reward, sandbox, serve, train
 from swerl.cli.args import finish_parsers
 from swerl.errors import UserError
 
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.register(groups)
     plot.register(groups)
     quickstart.register(groups)
+    serve.register(groups)
     finish_parsers(parser)
     return parser
 

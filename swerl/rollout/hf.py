@@ -28,6 +28,7 @@ from torch import Tensor
 
 from swerl.rollout.base import Completion, FinishReason, SamplingParams
 from swerl.rollout.sampling import filter_top_k, filter_top_p, mix_seed
+from swerl.rollout.weight_sync import full_parameters
 
 
 def _as_id_list(value: Any) -> list[int]:
@@ -93,13 +94,16 @@ class HFEngine:
     def sync_weights(self, model: Any) -> None:
         """No-op when `model` is the engine's own module (colocated: they share parameters).
 
-        Otherwise copy its state dict in (a DeepSpeed/DDP wrapper is unwrapped via `.module`). Under
-        ZeRO-3 the caller must gather the partitioned parameters first.
+        Otherwise copy its parameters in one at a time (a DeepSpeed/DDP wrapper is unwrapped via
+        `.module`); ZeRO-3 partitioned ones are gathered one at a time by `full_parameters`.
         """
         source = getattr(model, "module", model)
         if source is self.model:
             return
-        self.model.load_state_dict(source.state_dict())
+        own = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, tensor in full_parameters(source):
+                own[name].copy_(tensor)
 
     def close(self) -> None:
         """Nothing to release: the engine holds only references to the caller's model and tokenizer."""

@@ -1,32 +1,52 @@
-"""`RolloutEngine` over vLLM running inside the training process (colocated), with sleep mode.
+"""`RolloutEngine` over vLLM inside the training processes (colocated, as TRL runs it), with sleep mode.
 
 vLLM is an optional, CUDA-only extra: nothing here imports it until an engine is built, so the rest of
-swerl imports and tests on CPU machines. Colocated means one GPU holds both the trainer and vLLM; sleep
-mode lets them take turns with the memory:
+swerl imports and tests on CPU machines. Colocated means the trainer's GPUs also hold vLLM, the way TRL's
+`vllm_mode="colocate"` does it (`colocated_engine`):
+
+- every torchrun rank takes part, with `distributed_executor_backend="external_launcher"`: vLLM runs in
+  the rank's own process, and with tensor parallelism the ranks of a group (ranks r*tp .. r*tp+tp-1)
+  form one engine, each holding a shard. A group gathers its ranks' prompts, every rank of it runs the
+  same generate call (same inputs, same seed: vLLM's external launcher relies on identical scheduling),
+  and each rank keeps the answers to its own prompts;
+- each group samples with its own seed (`engine_seed`): groups with one seed would draw the same answers
+  to the same prompts;
+- sleep mode lets trainer and vLLM take turns with the memory:
 
     engine.generate(...)          # vLLM awake: weights + KV cache on the GPU
     engine.sleep()                # level 1: weights to CPU RAM, KV cache dropped; level 2: both dropped
     ... optimizer step(s) ...
-    engine.sync_weights(model)    # wakes the weights only, loads the new ones, resets the prefix cache
+    engine.sync_weights(model)    # wakes the weights only, loads the new ones one parameter at a time
     engine.generate(...)          # wakes the KV cache and samples from the new policy
 
-With `sleep_level=2` the weights are discarded while asleep, so `generate` refuses to run until
-`sync_weights` has put weights back: sampling from garbage memory must fail loudly.
+  With `sleep_level=2` (the trainer's default, as TRL) the weights are discarded while asleep, so
+  `generate` refuses to run until `sync_weights` has put weights back: sampling from garbage memory must
+  fail loudly;
+- weights go in one parameter at a time (`swerl.rollout.weight_sync.full_parameters`): under ZeRO-3 only
+  the parameter being loaded is gathered, never the whole model.
 
 Log-probs: the LLM is created with `logprobs_mode="processed_logprobs"` (vLLM >= 0.10.2), i.e. log-probs
 after temperature and after any top-k/top-p truncation. With the RL defaults (top_k 0, top_p 1) that is
 log softmax(logits / temperature), the trainer's definition; with truncation on, the reported values
 are those of the truncated distribution and the sampler/trainer mismatch metric will show it. vLLM's
 own default ("raw_logprobs") ignores temperature, which would make every ratio wrong at T != 1.
+
+The calls used here are those of the vLLM release pinned in the `vllm` extra (0.33.0): `LLM.generate`,
+`sleep(level=)`, `wake_up(tags=)`, `reset_prefix_cache()`, `collective_rpc`, and the in-process model at
+`llm.llm_engine.model_executor.driver_worker.model_runner.model` (present when the engine core runs in
+this process: with the external launcher, or `VLLM_ENABLE_V1_MULTIPROCESSING=0`).
 """
 
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from swerl.errors import UserError
 from swerl.rollout.base import Completion, FinishReason, SamplingParams
+from swerl.rollout.weight_sync import full_parameters
 
 INSTALL_HINT = (
     "VLLMEngine needs vLLM, an optional CUDA-only dependency: pip install 'swerl[vllm]' "
@@ -101,10 +121,10 @@ def completions_from_vllm(outputs: Sequence[Any], prompts: Sequence[Sequence[int
 
 
 def _inner_model(llm: Any) -> Any | None:
-    """The torch module inside a single-process vLLM, or None when it lives in worker processes.
+    """The torch module inside an in-process vLLM, or None when the engine core runs in another process.
 
-    The attribute path differs between vLLM releases (V0 model runner vs V1 worker wrapper); both are
-    tried. With multiprocessing workers there is no in-process module and `apply_model` is used.
+    vLLM's `driver_worker` is a wrapper that forwards attributes to its worker; older releases nest the
+    worker one level deeper, so both are tried. Without an in-process module, `collective_rpc` is used.
     """
     executor = getattr(getattr(llm, "llm_engine", None), "model_executor", None)
     worker = getattr(executor, "driver_worker", None)
@@ -116,8 +136,36 @@ def _inner_model(llm: Any) -> Any | None:
     return None
 
 
+def _load_in_worker(worker: Any, weights: list[tuple[str, Any]]) -> None:
+    """Runs inside a vLLM worker (`collective_rpc`): load (name, tensor) pairs into its model."""
+    worker.model_runner.model.load_weights(weights=weights)
+
+
+def engine_seed(base_seed: int, rank: int, tensor_parallel_size: int) -> int:
+    """The sampling seed of the engine that `rank` belongs to: one per tensor-parallel group.
+
+    The ranks of a group must share it (they run one engine together and must make the same draws);
+    different groups must not, or each would sample the same answers to the same prompts.
+    """
+    return base_seed + rank // tensor_parallel_size
+
+
+def tensor_parallel_groups(world_size: int, tensor_parallel_size: int) -> list[list[int]]:
+    """Consecutive ranks per group, as vLLM's external launcher forms them: tp 2 of 4 -> [[0, 1], [2, 3]]."""
+    if tensor_parallel_size < 1 or world_size % tensor_parallel_size:
+        raise UserError(
+            f"rollout_kwargs.tensor_parallel_size {tensor_parallel_size} must divide the number of "
+            f"processes ({world_size}): each group of that many ranks shares one vLLM engine"
+        )
+    return [list(range(g, g + tensor_parallel_size)) for g in range(0, world_size, tensor_parallel_size)]
+
+
 class VLLMEngine:
-    """vLLM `LLM` in this process; see the module docstring for the sleep/sync/generate cycle."""
+    """vLLM `LLM` in this process; see the module docstring for the sleep/sync/generate cycle.
+
+    `tp_group`: the torch process group of this rank's tensor-parallel group when it has more than one
+    rank (its ranks gather their prompts and run one generate call together); None otherwise.
+    """
 
     def __init__(
         self,
@@ -132,6 +180,7 @@ class VLLMEngine:
         enable_prefix_caching: bool = True,
         seed: int = 0,
         logprobs_mode: str | None = "processed_logprobs",
+        tp_group: Any = None,
         **llm_kwargs: Any,
     ) -> None:
         if sleep_level not in (1, 2):
@@ -153,6 +202,7 @@ class VLLMEngine:
             kwargs["logprobs_mode"] = logprobs_mode
         kwargs.update(llm_kwargs)
         self.llm: Any = vllm.LLM(**kwargs)
+        self.tp_group = tp_group
         self.enable_sleep_mode = enable_sleep_mode
         self.sleep_level = sleep_level
         self._asleep = False
@@ -179,40 +229,63 @@ class VLLMEngine:
         return engine
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[list[Completion]]:
-        """Wake vLLM if asleep, sample, return grouped completions in prompt order."""
+        """Wake vLLM if asleep, sample, return grouped completions in prompt order.
+
+        In a tensor-parallel group every rank must call this the same number of times (possibly with no
+        prompts): the group's prompts are gathered and sampled together.
+        """
         if not self._weights_valid:
             raise RuntimeError("vLLM slept at level 2 and lost its weights; call sync_weights(model) first")
+        own = [[int(t) for t in p] for p in prompts]
+        shares = [own] if self.tp_group is None else self._gather_group(own)
+        every = [p for share in shares for p in share]
+        if not every:
+            return []
         self.wake_up()
         sampling = self._vllm.SamplingParams(**to_vllm_sampling_kwargs(params))
-        inputs = [{"prompt_token_ids": [int(t) for t in p]} for p in prompts]
-        outputs = self.llm.generate(inputs, sampling_params=sampling, use_tqdm=False)
-        return completions_from_vllm(outputs, prompts)
+        inputs = [{"prompt_token_ids": p} for p in every]
+        groups = completions_from_vllm(
+            self.llm.generate(inputs, sampling_params=sampling, use_tqdm=False), every
+        )
+        if self.tp_group is None:
+            return groups
+        import torch.distributed as torch_dist
+
+        mine = torch_dist.get_rank(group=self.tp_group)
+        lo = sum(len(share) for share in shares[:mine])
+        return groups[lo : lo + len(own)]
+
+    def _gather_group(self, prompts: list[list[int]]) -> list[list[list[int]]]:
+        import torch.distributed as torch_dist
+
+        shares: list[Any] = [None] * torch_dist.get_world_size(group=self.tp_group)
+        torch_dist.all_gather_object(shares, prompts, group=self.tp_group)
+        return shares
 
     def sync_weights(self, model: Any) -> None:
-        """Push `model`'s weights (HF names; vLLM's `load_weights` maps them) and reset the prefix cache.
+        """Load `model`'s parameters (HF names; vLLM's `load_weights` maps them) one at a time.
 
-        Under ZeRO-3 the caller gathers the parameters first (e.g. `deepspeed.zero.GatheredParameters`)
-        and calls this on the rank that owns the engine.
+        Under ZeRO-3 each parameter is gathered only while it is loaded (`full_parameters`), so every
+        rank must call this, the same number of times. Ends with a prefix-cache reset: cached KV blocks
+        were computed by the old weights.
         """
         source = getattr(model, "module", model)
-        self.load_weights(source.state_dict().items())
+        self.load_weights(full_parameters(source))
 
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
-        """Load (name, tensor) pairs into the running vLLM model, waking only its weights if asleep."""
+        """Load (name, tensor) pairs into the running vLLM model one by one, waking only its weights if
+        asleep; each tensor is released (and, under ZeRO-3, re-partitioned) before the next is read."""
         if self._asleep and not self._weights_awake:
             self._wake(["weights"])
             self._weights_awake = True
-        items = list(weights)
         inner = _inner_model(self.llm)
-        if inner is not None:
-            inner.load_weights(items)
-        elif hasattr(self.llm, "apply_model"):
-            self.llm.apply_model(lambda m: m.load_weights(items))
-        else:
-            raise RuntimeError("cannot reach the vLLM model to load weights (unsupported vLLM version)")
+        for name, tensor in weights:
+            if inner is not None:
+                inner.load_weights(weights=[(name, tensor)])
+            else:
+                self.llm.collective_rpc(_load_in_worker, args=([(name, tensor)],))
         self._weights_valid = True
-        if hasattr(self.llm, "reset_prefix_cache"):
-            self.llm.reset_prefix_cache()  # cached KV blocks were computed by the old weights
+        self.llm.reset_prefix_cache()
 
     def sleep(self) -> None:
         """Free the GPU for training (no-op without sleep mode or when already asleep)."""
@@ -235,11 +308,8 @@ class VLLMEngine:
     def _wake(self, tags: list[str] | None) -> None:
         if tags is None:
             self.llm.wake_up()
-            return
-        try:
+        else:
             self.llm.wake_up(tags=tags)
-        except TypeError:  # vLLM before tagged wake-up: wake everything
-            self.llm.wake_up()
 
     def close(self) -> None:
         """Drop the engine and return its GPU memory to the trainer."""
@@ -253,3 +323,34 @@ class VLLMEngine:
                 torch.cuda.empty_cache()
         except ImportError:  # pragma: no cover - torch is a hard dependency
             pass
+
+
+def colocated_engine(
+    model: str, *, rank: int, world_size: int, base_seed: int, **rollout_kwargs: Any
+) -> VLLMEngine:
+    """The engine of this torchrun rank, built the way TRL's colocate mode builds it (module docstring).
+
+    Every rank must call this (forming the tensor-parallel groups is collective). The external launcher
+    reads the rendezvous from the environment, which a single process without torchrun lacks, so loopback
+    defaults are set. `sleep_level` defaults to 2: the trainer reloads every weight after each update,
+    so keeping a CPU copy of the old ones (level 1) buys nothing.
+    """
+    tp = int(rollout_kwargs.get("tensor_parallel_size", 1))
+    groups = tensor_parallel_groups(world_size, tp)
+    tp_group = None
+    if tp > 1:
+        import torch.distributed as torch_dist
+
+        tp_group, _ = torch_dist.new_subgroups_by_enumeration(groups)
+    for name, value in (("RANK", rank), ("LOCAL_RANK", rank), ("WORLD_SIZE", world_size)):
+        os.environ.setdefault(name, str(value))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    kwargs: dict[str, Any] = {"sleep_level": 2, **rollout_kwargs}
+    return VLLMEngine(
+        model,
+        seed=engine_seed(base_seed, rank, tp),
+        distributed_executor_backend="external_launcher",
+        tp_group=tp_group,
+        **kwargs,
+    )

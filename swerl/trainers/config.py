@@ -178,9 +178,12 @@ class GRPOConfig(TrainConfig):
         reward_strict: the similarity reward's strict format (off in the paper).
         eval_temperature: sampling temperature for held-out evaluation (0 = greedy).
         generation_batch_size: sequences (prompts x G) the transformers engine decodes together.
-        rollout_engine: "hf" (transformers generate in the training process) or "vllm".
-        rollout_kwargs: passed to `swerl.rollout.vllm_engine.VLLMEngine` (gpu_memory_utilization,
-            tensor_parallel_size, enable_sleep_mode, max_model_len, ...).
+        rollout_engine: "hf" (transformers generate in the training process), "vllm" (vLLM colocated in
+            every rank, sleeping during updates) or "vllm_server" (a `swerl vllm-serve` process on other
+            GPUs, weights pushed over the network after every step).
+        rollout_kwargs: for "vllm", passed to `swerl.rollout.vllm_engine.VLLMEngine` (gpu_memory_utilization,
+            tensor_parallel_size, enable_sleep_mode, sleep_level, max_model_len, ...); for "vllm_server",
+            to `swerl.rollout.vllm_server.VLLMServerEngine` (base_url, group_port, weight_backend, ...).
     """
 
     num_generations: PositiveInt = 16
@@ -210,7 +213,7 @@ class GRPOConfig(TrainConfig):
     reward_strict: bool = False
     eval_temperature: NonNegativeFloat = 0.0
     generation_batch_size: PositiveInt = 64
-    rollout_engine: Literal["hf", "vllm"] = "hf"
+    rollout_engine: Literal["hf", "vllm", "vllm_server"] = "hf"
     rollout_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def problems(self) -> list[tuple[str, str]]:
@@ -330,7 +333,7 @@ class RLEFConfig(TrainConfig):
     eval_temperature: NonNegativeFloat = 1.0
     eval_random_feedback: bool = False
     generation_batch_size: PositiveInt = 64
-    rollout_engine: Literal["hf", "vllm"] = "hf"
+    rollout_engine: Literal["hf", "vllm", "vllm_server"] = "hf"
     rollout_kwargs: dict[str, Any] = field(default_factory=dict)
     sandbox_workers: PositiveInt | None = None
     generated_tests: bool = True

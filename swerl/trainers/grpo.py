@@ -106,7 +106,9 @@ class GRPOTrainer(TrainLoop):
         if self.ref_model is not None:
             self.ref_model.to(self.dist.device)
         self.learner = Learner(model, config, config.max_steps * config.num_iterations, self.dist)
-        self.engine = engine if engine is not None else build_engine(config, self.learner.module, tokenizer)
+        self.engine = (
+            engine if engine is not None else build_engine(config, self.learner.module, tokenizer, self.dist)
+        )
         self.sampler = EpochSampler(len(self.examples), config.seed)
         self.num_tokens = 0
 
@@ -149,10 +151,11 @@ class GRPOTrainer(TrainLoop):
                     cut = [row for row, c in enumerate(kept) if getattr(c, "finish_reason", "") == "length"]
                     batch.completion_mask[cut] = 0
 
-        # 4. Update: mu passes over the batch, each one optimizer step; the sampler gets the new weights.
+        # 4. Update: mu passes over the batch, each one optimizer step, while a colocated vLLM sleeps;
+        #    the sampler then gets the new weights.
+        self.rest_engine()
         train_stats = self.update(batch)
-        with torch.no_grad(), self.learner.full_parameters() as module:
-            self.engine.sync_weights(module)
+        self.sync_engine()
         t_train = time.perf_counter()
 
         # 5. Metrics over the global batch of the first round (TRL's names).
@@ -245,8 +248,10 @@ class GRPOTrainer(TrainLoop):
             top_p=cfg.top_p,
             top_k=cfg.top_k or 0,
         )
-        with self.sampling():  # entered even with nothing to sample: gathering weights is collective
-            return self.engine.generate(prompts, params) if prompts else []
+        # Called even with nothing to sample: gathering weights (ZeRO-3, transformers engine) and a
+        # tensor-parallel vLLM group's prompt gather are collective.
+        with self.sampling():
+            return self.engine.generate(prompts, params)
 
     def update(self, batch: PackedBatch | None) -> dict[str, float]:
         """mu optimizer steps on one rollout batch; returns loss, kl, entropy, clip ratios, grad norm."""

@@ -167,30 +167,72 @@ class TrainLoop:
 
     @contextmanager
     def sampling(self) -> Iterator[Any]:
-        """The policy in eval mode with every parameter gathered, for generation; back to train after."""
+        """The policy in eval mode for generation; back to train after.
+
+        An engine that samples with the policy module itself (transformers) needs every parameter, so
+        under ZeRO-3 the whole model is gathered around it; vLLM holds its own copy of the weights and
+        gets them one parameter at a time in `sync_engine`, so nothing is gathered for it here.
+        """
         self.learner.eval()
         try:
-            with torch.no_grad(), self.learner.full_parameters() as module:
-                yield module
+            if getattr(self.engine, "model", None) is self.learner.module:
+                with torch.no_grad(), self.learner.full_parameters() as module:
+                    yield module
+            else:
+                with torch.no_grad():
+                    yield self.learner.module
         finally:
             self.learner.train()
 
+    def rest_engine(self) -> None:
+        """Before an update: a colocated vLLM engine sleeps (frees its GPU memory for training); it wakes
+        itself for the next weight sync and generation. Engines without sleep mode have nothing to free."""
+        sleep = getattr(self.engine, "sleep", None)
+        if sleep is not None:
+            sleep()
 
-def build_engine(config: Any, model: Any, tokenizer: Any) -> Any:
-    """The rollout engine the config names: "hf" (transformers, colocated) or "vllm" (optional extra)."""
+    def sync_engine(self) -> None:
+        """After an update: the sampler gets the new weights (per parameter; collective under ZeRO-3)."""
+        with torch.no_grad():
+            self.engine.sync_weights(self.learner.module)
+
+
+def build_engine(config: Any, model: Any, tokenizer: Any, dist: Any = None) -> Any:
+    """The rollout engine the config names (`rollout_engine`):
+
+    - "hf": transformers generate on the policy module itself (colocated, no copy of the weights);
+    - "vllm": vLLM colocated in every rank, as TRL's colocate mode (`swerl.rollout.vllm_engine`);
+    - "vllm_server": a `swerl vllm-serve` process on other GPUs, weights pushed over the network
+      (`swerl.rollout.vllm_server`).
+
+    vLLM starts from the policy's folder, or the checkpoint's on resume, or the first resumed step would
+    sample from the starting model.
+    """
+    rank, world = (dist.rank, dist.world_size) if dist is not None else (0, 1)
     if config.rollout_engine == "hf":
         from swerl.rollout.hf import HFEngine
 
         return HFEngine(model, tokenizer, batch_size=config.generation_batch_size)
     if config.rollout_engine == "vllm":
-        # Colocated vLLM loads the policy's weights and receives new ones after every step. On resume that
-        # is the checkpoint's model, or the first resumed step would sample from the starting model.
-        from swerl.rollout.vllm_engine import VLLMEngine
+        from swerl.rollout.vllm_engine import colocated_engine
 
+        tp = int(config.rollout_kwargs.get("tensor_parallel_size", 1))
+        if tp > 1 and hasattr(config, "episodes_per_problem"):
+            raise UserError(
+                "rollout_engine vllm with tensor_parallel_size > 1: the ranks of a group must generate in "
+                "lockstep, which multi-turn RLEF episodes do not; use rollout_engine vllm_server"
+            )
         ckpt = resolve_resume(config)
         path = str(checkpoint_model_dir(ckpt)) if ckpt else config.model_name_or_path
-        return VLLMEngine(path, **config.rollout_kwargs)
-    raise ValueError(f"rollout_engine must be 'hf' or 'vllm', got {config.rollout_engine!r}")
+        return colocated_engine(
+            path, rank=rank, world_size=world, base_seed=config.seed, **config.rollout_kwargs
+        )
+    if config.rollout_engine == "vllm_server":
+        from swerl.rollout.vllm_server import VLLMServerEngine
+
+        device = dist.device if dist is not None else "cpu"
+        return VLLMServerEngine(sender=rank == 0, device=device, **config.rollout_kwargs)
+    raise ValueError(f"rollout_engine must be 'hf', 'vllm' or 'vllm_server', got {config.rollout_engine!r}")
 
 
 def pad_id(tokenizer: Any, model: Any = None) -> int:

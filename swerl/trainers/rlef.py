@@ -180,7 +180,9 @@ class RLEFTrainer(TrainLoop):
         self.critic = Learner(critic, critic_config, optimizer_steps, self.dist)
         if self.learner.bf16:  # the reference only runs forward passes: half the memory, same log-probs
             self.ref_model.to(torch.bfloat16)
-        self.engine = engine if engine is not None else build_engine(config, self.learner.module, tokenizer)
+        self.engine = (
+            engine if engine is not None else build_engine(config, self.learner.module, tokenizer, self.dist)
+        )
         self.sampler = EpochSampler(len(self.tasks), config.seed)
 
     # ------------------------------------------------------------------------------------------ step
@@ -202,6 +204,7 @@ class RLEFTrainer(TrainLoop):
         t_rollout = time.perf_counter()
 
         # 2. Score every dialog once: old and reference log-probs per token, old values per answer.
+        self.rest_engine()  # a colocated vLLM sleeps from here to the weight sync
         old_logp, ref_logp, old_values = self.score(batch)
         max_turns = max(batch.num_turns)
         turn_mask = turn_tensor([[1.0] * n for n in batch.num_turns], max_turns).bool()
@@ -221,8 +224,7 @@ class RLEFTrainer(TrainLoop):
 
         # 5. Update policy and critic.
         train_stats = self.update(batch, advantages, returns, old_values, old_logp, turn_mask)
-        with torch.no_grad(), self.learner.full_parameters() as module:
-            self.engine.sync_weights(module)
+        self.sync_engine()
         t_train = time.perf_counter()
 
         # 6. Metrics over the global batch.
