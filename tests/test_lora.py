@@ -112,6 +112,11 @@ def test_adapter_folder_loads_merged_for_eval_and_serving(tiny_dir: Path, tmp_pa
     assert (folder / "config.json").is_file() and not is_adapter_dir(folder)
     with torch.no_grad():
         assert torch.allclose(load_model_and_tokenizer(folder)[0](input_ids=ids).logits, want, atol=1e-4)
+    # A LoRA run can start from another's adapters: merged into its start model, fresh adapters on top.
+    config = GRPOConfig(model_name_or_path=str(final), output_dir=str(tmp_path / "next"), **LORA)
+    _, chained, _ = load_run(config)
+    with torch.no_grad():
+        assert torch.allclose(chained(input_ids=ids).logits, want, atol=1e-4)
 
 
 def test_lora_sft_loss_falls_with_the_base_frozen(tiny_dir: Path, tmp_path: Path) -> None:
