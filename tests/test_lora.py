@@ -125,7 +125,7 @@ def test_lora_sft_loss_falls_with_the_base_frozen(tiny_dir: Path, tmp_path: Path
     config = SFTConfig(
         model_name_or_path=str(tiny_dir),
         output_dir=str(tmp_path),
-        max_steps=10,
+        max_steps=6,
         num_train_epochs=100,
         per_device_train_batch_size=4,
         micro_batch_size=4,
@@ -139,7 +139,7 @@ def test_lora_sft_loss_falls_with_the_base_frozen(tiny_dir: Path, tmp_path: Path
     trainer = SFTTrainer(config, model, tokenizer, examples, progress=False)
     history = trainer.train()
     # Rank-4 adapters on a random tiny model learn slowly (full weights fall >30% in 6 steps): ~0.1 nat/step.
-    assert history[-1]["loss"] < history[0]["loss"] - 0.4, [round(h["loss"], 3) for h in history]
+    assert history[-1]["loss"] < history[0]["loss"] - 0.3, [round(h["loss"], 3) for h in history]
     assert all(math.isfinite(h["loss"]) for h in history)
     start = load_file(str(tiny_dir / "model.safetensors"))
     mlp = trainer.learner.module.get_base_model().model.layers[1].mlp.down_proj
