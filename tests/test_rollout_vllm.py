@@ -34,6 +34,7 @@ from swerl.rollout.vllm_engine import (
 from swerl.trainers.config import GRPOConfig
 from swerl.trainers.data import Example
 from swerl.trainers.grpo import GRPOTrainer
+from swerl.trainers.loop import load_run
 from swerl.trainers.rewards import token_reward
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -318,3 +319,45 @@ def test_a_lora_policy_reaches_vllm_merged_under_the_base_names(fake_vllm: Any, 
         assert torch.allclose(served(input_ids=prompt).logits, want, atol=1e-5)
         assert not any(getattr(m, "merged", False) for m in policy.modules())
         assert torch.allclose(policy(input_ids=prompt).logits, want, atol=1e-5)
+
+
+def test_a_lora_grpo_run_samples_from_its_merged_policy_each_step(
+    fake_vllm: Any, tiny_dir: Path, tmp_path: Path
+) -> None:
+    """`use_peft` with `rollout_engine: vllm`, built as `swerl train grpo` builds it: after every step
+    vLLM holds the base weights with the trained adapters merged in, so it samples what the policy would."""
+    pytest.importorskip("peft")
+    config = GRPOConfig(
+        model_name_or_path=str(tiny_dir),
+        output_dir=str(tmp_path),
+        max_steps=2,
+        num_generations=4,
+        prompts_per_step=2,
+        max_completion_length=6,
+        learning_rate=5e-2,
+        micro_batch_size=8,
+        report_to_tensorboard=False,
+        rollout_engine="vllm",
+        beta=0.05,
+        use_peft=True,
+        lora_r=4,
+        lora_alpha=8.0,
+        lora_dropout=0.0,
+    )
+    assert [field for field, _ in config.problems()] == ["train_file"]  # given as examples here
+    _, policy, tokenizer = load_run(config)
+    engine = colocated_engine(str(tiny_dir), rank=0, world_size=1, base_seed=0)
+    ids = tokenizer("def f(x):\n    return x + 1\n")["input_ids"]
+    examples = [Example(prompt_ids=ids[: 5 + i]) for i in range(4)]
+    trainer = GRPOTrainer(
+        config, policy, tokenizer, examples, token_reward(range(64)), engine=engine, progress=False
+    )
+    history = trainer.train()
+    assert history[0]["kl"] == 0.0 and all(math.isfinite(row["reward"]) for row in history)
+    prompt = torch.tensor([ids[:6]])
+    served = engine.llm.llm_engine.model_executor.driver_worker.model_runner.model.module
+    with torch.no_grad():
+        want = policy(input_ids=prompt).logits
+        with policy.disable_adapter():
+            assert not torch.allclose(policy(input_ids=prompt).logits, want, atol=1e-4)  # adapters trained
+        assert torch.allclose(served(input_ids=prompt).logits, want, atol=1e-5)

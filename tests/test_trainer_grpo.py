@@ -121,7 +121,7 @@ def test_resume_keeps_the_start_model_as_the_kl_anchor(tiny_dir: Path, tmp_path:
     resumed = make_trainer(
         ckpt,
         tmp_path / "b",
-        reference=load_reference(str(tiny_dir)),
+        reference=load_reference(str(tiny_dir), GRPOConfig()),
         max_steps=3,
         beta=0.05,
         resume_from_checkpoint=str(ckpt),
@@ -129,6 +129,15 @@ def test_resume_keeps_the_start_model_as_the_kl_anchor(tiny_dir: Path, tmp_path:
     assert straight[2]["kl"] > 1e-4
     assert resumed[0]["kl"] == pytest.approx(straight[2]["kl"], rel=1e-6)
     assert resumed[0]["loss"] == pytest.approx(straight[2]["loss"], rel=1e-6, abs=1e-9)
+
+
+def test_reference_runs_in_the_policys_precision(tiny_dir: Path, tmp_path: Path) -> None:
+    """Under bf16 the reference runs under the policy's autocast, so at the first step (identical weights)
+    the KL is exactly 0; a float32 reference beside a bf16-autocast policy logged ~1e-7 here."""
+    trainer = make_trainer(tiny_dir, tmp_path, max_steps=2, beta=0.1, bf16=True)
+    history = trainer.train()
+    assert history[0]["kl"] == 0.0
+    assert history[1]["kl"] > 0.0  # the policy moved; the reference did not
 
 
 def test_stop_ends_the_run_early_like_max_steps(tiny_dir: Path, tmp_path: Path) -> None:

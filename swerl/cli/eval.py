@@ -68,7 +68,11 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 def _common(parser: argparse.ArgumentParser, default_nk: str) -> None:
     parser.add_argument(
-        "--model", required=True, type=model_name, help="HF model id or save_pretrained directory"
+        "--model",
+        required=True,
+        type=model_name,
+        help="HF model id, save_pretrained directory, or a LoRA run's adapters (RUN/final, checkpoint-N): "
+        "loaded onto their base model and merged",
     )
     parser.add_argument(
         "--nk",
@@ -148,12 +152,19 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
         )
     torch.manual_seed(args.seed)
     if args.engine == "vllm":
+        import tempfile
+
         from transformers import AutoTokenizer
 
+        from swerl.models.adapters import is_adapter_dir, merge_to_folder
         from swerl.rollout.vllm_engine import VLLMEngine
 
-        tokenizer = AutoTokenizer.from_pretrained(args.model)
-        engine: Any = VLLMEngine(args.model)
+        model_dir = args.model
+        if is_adapter_dir(model_dir):  # a LoRA run's output: vLLM loads the merged model from disk
+            merged = tempfile.TemporaryDirectory(prefix="swerl-merged-")
+            model_dir = str(merge_to_folder(args.model, merged.name))
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        engine: Any = VLLMEngine(model_dir)
     else:
         from swerl.rollout.hf import HFEngine
 

@@ -82,18 +82,124 @@ def load_deepspeed_config(path: str | Path, config: LearnerConfig, world_size: i
     return ds
 
 
+def resolved_deepspeed_config(config: LearnerConfig, dist: DistInfo) -> dict | None:
+    """The run's DeepSpeed config with its "auto" values filled (None without DeepSpeed)."""
+    if not config.deepspeed:
+        return None
+    return load_deepspeed_config(
+        config.deepspeed, config, dist.world_size, resolve_bf16(config.bf16, dist.device)
+    )
+
+
+def zero_stage(ds: dict | None) -> int:
+    """The ZeRO stage of a DeepSpeed config; -1 without DeepSpeed."""
+    return int(ds.get("zero_optimization", {}).get("stage", 0)) if ds else -1
+
+
+def is_partitioned(model: nn.Module) -> bool:
+    """Whether ZeRO-3 owns the model's parameters (built under `zero.Init` or wrapped by an engine)."""
+    return any(hasattr(p, "ds_id") for p in model.parameters())
+
+
+def weights_dtype(config: LearnerConfig, dist: DistInfo) -> torch.dtype:
+    """The dtype models are built in: bf16 under DeepSpeed with bf16 (its engine holds bf16 weights and
+    keeps float32 masters in the optimizer), float32 otherwise (the plain path autocasts instead)."""
+    ds = resolved_deepspeed_config(config, dist)
+    return torch.bfloat16 if ds and ds.get("bf16", {}).get("enabled") else torch.float32
+
+
+@contextlib.contextmanager
+def model_construction(config: LearnerConfig, dist: DistInfo) -> Iterator[None]:
+    """Models loaded with `from_pretrained` inside are built the way the run holds them.
+
+    Under ZeRO-3 that is partitioned from the first parameter: a live `HfDeepSpeedConfig` makes
+    transformers create the model under `deepspeed.zero.Init` (each rank allocates only its shard, in the
+    config's dtype) and copy the checkpoint in one module at a time, which only rank 0 reads, so no rank
+    ever holds the whole model. The config object is dropped on exit: transformers also consults it in
+    `generate` (to sync ranks step by step), which would hang a rank that has nothing to sample, whereas
+    the trainers generate with the parameters gathered. Other stages build whole models, as before.
+    """
+    ds = resolved_deepspeed_config(config, dist)
+    if zero_stage(ds) != 3:
+        yield
+        return
+    import deepspeed
+    from transformers.integrations.deepspeed import HfDeepSpeedConfig, unset_hf_deepspeed_config
+
+    ensure_single_process_env()
+    deepspeed.init_distributed(dist_backend="nccl" if dist.device.startswith("cuda") else "gloo")
+    live = HfDeepSpeedConfig(ds)
+    try:
+        yield
+    finally:
+        del live
+        unset_hf_deepspeed_config()
+
+
+def frozen_deepspeed_config(ds: dict) -> dict:
+    """A training config turned into one for a model that only runs forward passes (a reference).
+
+    ZeRO-3 keeps partitioning the parameters (the reference is sharded like the policy); stages 1-2 only
+    partition optimizer state and gradients, which a frozen model has none of, so they become stage 0.
+    Precision settings stay, so the reference computes in the policy's dtype.
+    """
+    frozen = json.loads(json.dumps(ds))
+    zero = frozen.setdefault("zero_optimization", {})
+    if zero.get("stage", 0) != 3:
+        frozen["zero_optimization"] = {"stage": 0}
+    else:
+        zero.pop("offload_optimizer", None)
+    return frozen
+
+
+class FrozenModel:
+    """A model that only runs forward passes beside a `Learner` (GRPO's and RLEF's reference rho).
+
+    It is held exactly like the learner's policy, so that identical weights give identical log-probs:
+    under DeepSpeed it is wrapped in its own engine without an optimizer (ZeRO-3 shards it, bf16 casts
+    it), otherwise it sits on the learner's device and runs under the learner's autocast.
+    """
+
+    def __init__(self, model: nn.Module, learner: Learner) -> None:
+        model.eval().requires_grad_(False)
+        self.autocast = learner.autocast
+        self.module = model
+        self.model: Any = model
+        if learner.ds_config is not None:
+            import deepspeed
+
+            self.model, _, _, _ = deepspeed.initialize(
+                model=model, config=frozen_deepspeed_config(learner.ds_config)
+            )
+            self.model.eval()
+        else:
+            model.to(learner.dist.device)
+
+    def forward(self, **inputs: torch.Tensor) -> Any:
+        """A forward pass without gradients (every rank must call as often under ZeRO-3: it gathers)."""
+        with torch.no_grad(), self.autocast():
+            return self.model(**inputs)
+
+    __call__ = forward
+
+
 def _offloads_optimizer(ds: dict) -> bool:
     offload = ds.get("zero_optimization", {}).get("offload_optimizer", {})
     return offload.get("device", "none") not in {"none", None}
 
 
 def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """No decay on biases and norms (1-D tensors), as in HF Trainer: decaying them only hurts."""
+    """No decay on biases and norms (1-D tensors), as in HF Trainer: decaying them only hurts.
+
+    A ZeRO-3 parameter built partitioned is an empty 1-D placeholder; its real shape is `ds_shape`.
+    Empty groups are left out: DeepSpeed drops them, and the LR schedule must see the groups it keeps.
+    """
     decay, no_decay = [], []
     for param in model.parameters():
         if param.requires_grad:
-            (decay if param.dim() >= 2 else no_decay).append(param)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+            (decay if len(getattr(param, "ds_shape", param.shape)) >= 2 else no_decay).append(param)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [group for group in groups if group["params"]]
 
 
 class Learner:
@@ -106,18 +212,17 @@ class Learner:
         self.total_steps = total_steps
         if config.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.to(dist.device)
-        ds_config = None
-        if config.deepspeed:
-            ds_config = load_deepspeed_config(config.deepspeed, config, dist.world_size, self.bf16)
-        self.zero_stage = int(ds_config.get("zero_optimization", {}).get("stage", 0)) if ds_config else -1
+        if not is_partitioned(model):  # a ZeRO-3 model built partitioned is already where DeepSpeed wants it
+            model.to(dist.device)
+        self.ds_config = resolved_deepspeed_config(config, dist)
+        self.zero_stage = zero_stage(self.ds_config)
         groups = _param_groups(model, config.weight_decay)
         adam = {
             "lr": config.learning_rate,
             "betas": (config.adam_beta1, config.adam_beta2),
             "eps": config.adam_epsilon,
         }
-        if ds_config and _offloads_optimizer(ds_config):
+        if self.ds_config and _offloads_optimizer(self.ds_config):
             from deepspeed.ops.adam import DeepSpeedCPUAdam  # compiles its C++ op on first use
 
             optimizer: torch.optim.Optimizer = DeepSpeedCPUAdam(groups, adamw_mode=True, **adam)
@@ -129,11 +234,13 @@ class Learner:
         )
         self.engine: Any = None
         self.model = model
-        if ds_config is not None:
+        if self.ds_config is not None:
             import deepspeed
 
             ensure_single_process_env()
-            self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+            self.engine, _, _, _ = deepspeed.initialize(
+                model=model, optimizer=optimizer, config=self.ds_config
+            )
             self.model = self.engine
 
     # ----------------------------------------------------------------------------------------- compute
@@ -142,15 +249,16 @@ class Learner:
         """The bare HF model (inside the DeepSpeed engine, if any): for generation and save_pretrained."""
         return self.engine.module if self.engine is not None else self.model
 
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        # DeepSpeed casts the module to bf16 itself; the plain path keeps fp32 weights and autocasts.
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The precision context of every forward pass: DeepSpeed casts its modules to bf16 itself; the
+        plain path keeps float32 weights and autocasts (a frozen model runs under the same context)."""
         if self.bf16 and self.engine is None:
             return torch.autocast(device_type=self.dist.device.split(":")[0], dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     def forward(self, **inputs: torch.Tensor) -> Any:
         """Run the training model (the engine under DeepSpeed, so ZeRO-3 gathers parameters)."""
-        with self._autocast():
+        with self.autocast():
             return self.model(**inputs)
 
     def backward(self, loss: torch.Tensor, *, last: bool) -> None:
@@ -240,3 +348,21 @@ class Learner:
             state = torch.load(ckpt_dir / "optimizer.pt", map_location=self.dist.device, weights_only=True)
             self.optimizer.load_state_dict(state)
         self.scheduler.load_state_dict(torch.load(ckpt_dir / "scheduler.pt", weights_only=True))
+
+
+class AdaptersOff:
+    """The reference of a LoRA run: the learner's own model with its adapters switched off, as TRL does.
+
+    The base weights never train, so with the adapters off the model is the start model, on every step
+    and after every resume, without a second copy in memory; it runs through the learner's engine, in the
+    policy's dtype and autocast (and gathers like the policy under ZeRO-3).
+    """
+
+    def __init__(self, learner: Learner) -> None:
+        self.learner = learner
+
+    def forward(self, **inputs: torch.Tensor) -> Any:
+        with torch.no_grad(), self.learner.module.disable_adapter():
+            return self.learner.forward(**inputs)
+
+    __call__ = forward

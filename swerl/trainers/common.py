@@ -14,33 +14,79 @@ from torch import Tensor
 
 from swerl.algorithms import entropy_from_logits, token_logprobs
 from swerl.learner.layout import latest_checkpoint
-from swerl.trainers.config import TrainConfig
+from swerl.models.adapters import require_peft
+from swerl.trainers.config import LoRAConfig, TrainConfig
 from swerl.trainers.data import Example
 from swerl.trainers.rewards import GroupReward
 
 
-def load_policy(name_or_path: str, trust_remote_code: bool = False) -> tuple[Any, Any]:
-    """Model (float32 weights: the learner casts for bf16) and tokenizer, through the project's loader.
+def load_policy(name_or_path: str, config: TrainConfig) -> tuple[Any, Any]:
+    """Model and tokenizer through the project's loader, built the way the run holds the model.
 
     `swerl.models.tiny.load_model_and_tokenizer` knows the tokenizer quirks of locally built tiny models
-    and loads any HF id or directory the same way.
+    and loads any HF id or directory the same way. Under ZeRO-3 the model is created partitioned
+    (`swerl.learner.learner.model_construction`), in the run's dtype (`weights_dtype`: bf16 under
+    DeepSpeed with bf16, float32 otherwise, where the plain path autocasts).
     """
+    from swerl.learner import init_distributed
+    from swerl.learner.learner import model_construction, weights_dtype
     from swerl.models.tiny import load_model_and_tokenizer
 
-    extra = {"trust_remote_code": True} if trust_remote_code else {}
-    return load_model_and_tokenizer(name_or_path, **extra)
+    dist = init_distributed()
+    extra = {"trust_remote_code": True} if config.trust_remote_code else {}
+    if Path(name_or_path).is_dir():  # LoRA adapters record their base by this name: make it absolute
+        name_or_path = str(Path(name_or_path).resolve())
+    with model_construction(config, dist):
+        return load_model_and_tokenizer(name_or_path, dtype=weights_dtype(config, dist), device=None, **extra)
 
 
-def load_reference(name_or_path: str, trust_remote_code: bool = False) -> Any:
+def load_reference(name_or_path: str, config: TrainConfig) -> Any:
     """rho, the KL anchor: the run's start model loaded afresh from `name_or_path`, frozen.
 
     Why a fresh load and not a copy of the policy handed to the trainer: on resume that policy is the
     checkpoint's, and a copy of it would move the anchor to wherever training had got (KL 0 at the first
     resumed step, a different objective from then on). The start model on disk never moves, so a
-    resumed run penalises exactly what the uninterrupted one does.
+    resumed run penalises exactly what the uninterrupted one does. Under ZeRO-3 a copy is impossible
+    anyway: the policy is partitioned, and the reference is built partitioned the same way.
     """
-    model, _ = load_policy(name_or_path, trust_remote_code)
+    model, _ = load_policy(name_or_path, config)
     return model.eval().requires_grad_(False)
+
+
+def copy_model(model: Any) -> Any:
+    """A frozen copy of a whole (unpartitioned) model: the reference of a fresh start given a model."""
+    import copy
+
+    from swerl.learner.learner import is_partitioned
+
+    if is_partitioned(model):
+        raise ValueError(
+            "a ZeRO-3 partitioned model cannot be copied: load the reference with load_reference"
+        )
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
+def lora_config(config: LoRAConfig) -> Any:
+    """peft's `LoraConfig` of the run's LoRA fields, for a causal LM."""
+    peft = require_peft()
+    return peft.LoraConfig(
+        task_type="CAUSAL_LM",
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=config.lora_target_modules,
+        modules_to_save=config.lora_modules_to_save,
+        use_rslora=config.use_rslora,
+    )
+
+
+def with_adapters(model: Any, config: TrainConfig, ckpt: Path | None) -> Any:
+    """The policy of a LoRA run: `model` (the start model, frozen) with fresh adapters, or on resume with
+    the checkpoint's adapters, trainable, so weights and optimizer state come from the same step."""
+    peft = require_peft()
+    if ckpt is not None:
+        return peft.PeftModel.from_pretrained(model, str(ckpt), is_trainable=True)
+    return peft.get_peft_model(model, lora_config(config))
 
 
 def sampling_params(**values: Any) -> Any:

@@ -35,8 +35,36 @@ C = TypeVar("C", bound="TrainConfig")
 
 
 @dataclass
-class TrainConfig(LearnerConfig):
-    """What every trainer needs besides optimization (inherited from LearnerConfig, flat in YAML).
+class LoRAConfig:
+    """LoRA adapters through `peft` (Hu et al., 2021): train two low-rank matrices beside each chosen
+    weight and freeze the model itself (field names as in TRL's ModelConfig).
+
+    Attributes:
+        use_peft: train LoRA adapters instead of every weight (needs `pip install swerl[lora]`). The KL
+            reference is then the same model with its adapters switched off (no second copy), and
+            checkpoints and final/ hold the adapters, which `swerl eval` loads onto their base model.
+        lora_r: rank of each adapter (the low-rank dimension r).
+        lora_alpha: scale of the adapters' output: alpha / r (alpha / sqrt(r) with use_rslora).
+        lora_dropout: dropout on the adapters' input during training.
+        lora_target_modules: names of the modules that get adapters ("q_proj", "v_proj", ...), or
+            "all-linear"; None is peft's default for the architecture (the attention projections).
+        lora_modules_to_save: modules trained in full and saved beside the adapters (e.g. "lm_head").
+        use_rslora: rank-stabilized LoRA's scale alpha / sqrt(r), which keeps high ranks learning.
+    """
+
+    use_peft: bool = False
+    lora_r: PositiveInt = 16
+    lora_alpha: PositiveFloat = 32.0
+    lora_dropout: BelowOne = 0.05
+    lora_target_modules: list[str] | Literal["all-linear"] | None = None
+    lora_modules_to_save: list[str] | None = None
+    use_rslora: bool = False
+
+
+@dataclass
+class TrainConfig(LoRAConfig, LearnerConfig):
+    """What every trainer needs besides optimization and LoRA (inherited from LearnerConfig and LoRAConfig,
+    flat in YAML).
 
     Attributes:
         model_name_or_path: HF model id or local save_pretrained directory (a run's final/ or checkpoint-N/).
@@ -337,6 +365,18 @@ class RLEFConfig(TrainConfig):
     rollout_kwargs: dict[str, Any] = field(default_factory=dict)
     sandbox_workers: PositiveInt | None = None
     generated_tests: bool = True
+
+    def problems(self) -> list[tuple[str, str]]:
+        found = super().problems()
+        if self.use_peft and self.sft_warmup_steps:
+            found.append(
+                (
+                    "use_peft",
+                    "LoRA and sft_warmup_steps together are not supported: rho would not be "
+                    "the warmed-up model; warm up in a separate SFT run and start RLEF from its model",
+                )
+            )
+        return found
 
     def missing_inputs(self) -> list[tuple[str, str]]:
         found = super().missing_inputs()

@@ -18,7 +18,6 @@ The trainer holds no algorithm: advantages, losses and KL come from `swerl.algor
 
 from __future__ import annotations
 
-import copy
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -42,7 +41,15 @@ from swerl.algorithms import (
 from swerl.errors import UserError
 from swerl.learner import Learner
 from swerl.learner.dist import all_gather_floats, all_reduce
-from swerl.trainers.common import PackedBatch, evaluate, load_reference, pack_sequences, sampling_params
+from swerl.learner.learner import AdaptersOff, FrozenModel
+from swerl.trainers.common import (
+    PackedBatch,
+    copy_model,
+    evaluate,
+    load_reference,
+    pack_sequences,
+    sampling_params,
+)
 from swerl.trainers.config import GRPOConfig
 from swerl.trainers.data import EpochSampler, Example, rank_slice
 from swerl.trainers.loop import TrainLoop, build_engine, load_run, pad_id, write_config
@@ -99,13 +106,17 @@ class GRPOTrainer(TrainLoop):
         self.eval_examples = list(eval_examples)
         self.reward_fn = reward_fn
         self.pad_id = pad_id(tokenizer, model)
-        # The reference is the frozen *initial* policy; beta = 0 (the default) needs none.
-        if config.beta > 0 and reference is None:
-            reference = copy.deepcopy(model).eval().requires_grad_(False)
-        self.ref_model = reference if config.beta > 0 else None
-        if self.ref_model is not None:
-            self.ref_model.to(self.dist.device)
+        # The reference is the frozen *initial* policy; beta = 0 (the default) needs none. A LoRA run's is
+        # the policy with its adapters off; otherwise a model held like the policy (its own DeepSpeed
+        # engine, sharded under ZeRO-3; the same dtype and autocast).
+        needs_copy = config.beta > 0 and reference is None and not config.use_peft
+        reference = copy_model(model) if needs_copy else reference
         self.learner = Learner(model, config, config.max_steps * config.num_iterations, self.dist)
+        self.ref_model: FrozenModel | AdaptersOff | None = None
+        if config.beta > 0:
+            self.ref_model = (
+                AdaptersOff(self.learner) if config.use_peft else FrozenModel(reference, self.learner)
+            )
         self.engine = (
             engine if engine is not None else build_engine(config, self.learner.module, tokenizer, self.dist)
         )
@@ -342,9 +353,11 @@ class GRPOTrainer(TrainLoop):
                 if self.ref_model is not None:
                     batch.ref_logp = torch.zeros(n, c, device=self.dist.device)
             for k in range(n_mb):
-                if k >= len(rows):
+                if k >= len(rows):  # ZeRO-3 gathers inside forward: as many forwards as the busiest rank
                     if cfg.num_iterations > 1:
                         self.dummy_loss()
+                    if self.ref_model is not None:
+                        self.dummy_loss(self.ref_model)
                     continue
                 mb = batch.micro_batch(rows[k])
                 idx = torch.tensor(rows[k], device=self.dist.device)
@@ -432,11 +445,10 @@ def run(config: GRPOConfig, progress: bool = True) -> dict[str, Any]:
     ckpt, model, tokenizer = load_run(config)
     examples, skipped, eval_examples = train_and_eval_examples(config, tokenizer, config.max_prompt_length)
     reward = reward_from_name(config.reward, config.reward_strict)
-    # On resume the model is the checkpoint's; the KL anchor stays the start model.
-    resumed_with_kl = ckpt is not None and config.beta > 0
-    reference = (
-        load_reference(config.model_name_or_path, config.trust_remote_code) if resumed_with_kl else None
-    )
+    # The KL anchor is the start model, loaded afresh (on resume the model is the checkpoint's, and under
+    # ZeRO-3 a partitioned policy cannot be copied).
+    needs_reference = config.beta > 0 and not config.use_peft  # LoRA: the policy with adapters off
+    reference = load_reference(config.model_name_or_path, config) if needs_reference else None
     trainer = GRPOTrainer(
         config,
         model,

@@ -22,6 +22,7 @@ from swerl.learner import Learner, MetricsLogger, init_distributed
 from swerl.learner.checkpoint import load_checkpoint, save_checkpoint, seed_everything
 from swerl.learner.dist import all_reduce
 from swerl.learner.layout import checkpoint_model_dir
+from swerl.learner.learner import AdaptersOff, FrozenModel
 from swerl.trainers.common import completion_logprobs, resolve_resume
 
 
@@ -142,7 +143,7 @@ class TrainLoop:
         rows = [list(range(lo, min(lo + size, n))) for lo in range(0, n, size)]
         return rows, int(all_reduce(torch.tensor(len(rows)), op="max").item())
 
-    def dummy_loss(self, learner: Learner | None = None) -> Tensor:
+    def dummy_loss(self, learner: Learner | FrozenModel | AdaptersOff | None = None) -> Tensor:
         """A zero loss through a model, for a rank with fewer micro-batches than the others."""
         ids = torch.full((1, 1), self.pad_id, dtype=torch.long, device=self.dist.device)
         out = (learner or self.learner).forward(
@@ -248,12 +249,16 @@ def pad_id(tokenizer: Any, model: Any = None) -> int:
 
 def load_run(config: Any) -> tuple[Path | None, Any, Any]:
     """The checkpoint to resume from (or None) and the policy and tokenizer: the checkpoint's HF copy when
-    resuming, so weights, optimizer and RNG all come from the same step."""
-    from swerl.trainers.common import load_policy
+    resuming, so weights, optimizer and RNG all come from the same step. A LoRA run (`use_peft`) loads
+    the start model and puts the checkpoint's adapters (or fresh ones) on it."""
+    from swerl.trainers.common import load_policy, with_adapters
 
     ckpt = resolve_resume(config)
+    if config.use_peft:
+        model, tokenizer = load_policy(config.model_name_or_path, config)
+        return ckpt, with_adapters(model, config, ckpt), tokenizer
     model, tokenizer = load_policy(
-        str(checkpoint_model_dir(ckpt)) if ckpt else config.model_name_or_path, config.trust_remote_code
+        str(checkpoint_model_dir(ckpt)) if ckpt else config.model_name_or_path, config
     )
     return ckpt, model, tokenizer
 

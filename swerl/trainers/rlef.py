@@ -27,7 +27,6 @@ the loop, learner, checkpoints and logging are the GRPO trainer's (`swerl.traine
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import random
 import time
@@ -43,7 +42,14 @@ from torch import Tensor, nn
 from swerl.algorithms import clipped_policy_loss, clipped_value_loss, masked_mean, turn_level_gae, whiten
 from swerl.learner import Learner, MetricsLogger, init_distributed
 from swerl.learner.dist import all_gather_floats, all_reduce, barrier
-from swerl.trainers.common import PackedBatch, completion_logprobs, load_reference, pack_sequences
+from swerl.learner.learner import AdaptersOff, FrozenModel
+from swerl.trainers.common import (
+    PackedBatch,
+    completion_logprobs,
+    copy_model,
+    load_reference,
+    pack_sequences,
+)
 from swerl.trainers.config import RLEFConfig
 from swerl.trainers.data import EpochSampler, rank_slice
 from swerl.trainers.dialog import ChatRenderer, ContestTask, Episode, Judge, run_episodes
@@ -159,27 +165,37 @@ class RLEFTrainer(TrainLoop):
         judge: Judge,
         engine: Any = None,
         reference: Any = None,
+        critic_start: Any = None,
         progress: bool = True,
     ) -> None:
         """`model` is the policy to train (on resume: the checkpoint's); `reference` is rho, the start
-        model (`load_reference`), None for a fresh start where `model` is the start model itself."""
+        model (`load_reference`), None for a fresh start where `model` is the start model itself;
+        `critic_start` is the critic's transformer before training (another load of the start model),
+        None for a copy of `reference`."""
         super().__init__(config, tokenizer, progress)
         self.tasks = list(train_tasks)
         self.judge = judge
         self.renderer = ChatRenderer(tokenizer)
         self.pad_id = pad_id(tokenizer)
-        # rho: the frozen start model; the critic starts from the same weights (its own copy), and on
-        # resume gets its trained weights from the checkpoint (`load`).
-        if reference is None:
-            reference = copy.deepcopy(model).eval().requires_grad_(False)
-        self.ref_model = reference.to(self.dist.device)
-        critic = TurnCritic(copy.deepcopy(reference).requires_grad_(True).train())
+        # rho: the frozen start model; the critic starts from the same weights (its own copy, or its own
+        # load under ZeRO-3, where nothing partitioned can be copied), and on resume gets its trained
+        # weights from the checkpoint (`load`).
+        # A LoRA run's rho is the policy with its adapters off (no copy); its critic still trains in full.
+        if reference is None and not config.use_peft:
+            reference = copy_model(model)
+        if critic_start is None:
+            if config.use_peft:
+                raise ValueError("a LoRA run needs critic_start: another load of the start model")
+            critic_start = copy_model(reference)
+        critic = TurnCritic(critic_start.requires_grad_(True).train())
         optimizer_steps = config.max_steps * config.num_iterations
         self.learner = Learner(model, config, optimizer_steps, self.dist)
         critic_config = dataclasses.replace(config, learning_rate=config.critic_learning_rate)
         self.critic = Learner(critic, critic_config, optimizer_steps, self.dist)
-        if self.learner.bf16:  # the reference only runs forward passes: half the memory, same log-probs
-            self.ref_model.to(torch.bfloat16)
+        # Held like the policy: its own DeepSpeed engine (sharded under ZeRO-3), the same dtype and autocast.
+        self.ref_model = (
+            AdaptersOff(self.learner) if config.use_peft else FrozenModel(reference, self.learner)
+        )
         self.engine = (
             engine if engine is not None else build_engine(config, self.learner.module, tokenizer, self.dist)
         )
@@ -261,6 +277,7 @@ class RLEFTrainer(TrainLoop):
             for k in range(n_mb):
                 if k >= len(rows_list):
                     self.dummy_loss(self.learner)
+                    self.dummy_loss(self.ref_model)
                     self.dummy_loss(self.critic)
                     continue
                 rows = rows_list[k]
@@ -555,9 +572,15 @@ def run(
     start = start_model_path(config)
     if ckpt is not None and config.sft_warmup_steps and not (Path(start) / "config.json").exists():
         raise UserError(f"resume_from_checkpoint: {start} (the SFT warm-up's model, RLEF's rho) is missing")
-    reference = load_reference(start, config.trust_remote_code)
     trainer = RLEFTrainer(
-        config, model, tokenizer, tasks, judge=judge, reference=reference, progress=progress
+        config,
+        model,
+        tokenizer,
+        tasks,
+        judge=judge,
+        reference=None if config.use_peft else load_reference(start, config),
+        critic_start=load_reference(start, config),
+        progress=progress,
     )
     feedbacks = (
         {"": "execution", "_random_feedback": "random"} if config.eval_random_feedback else {"": "execution"}
