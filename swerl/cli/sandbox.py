@@ -145,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
     if not labelled:
         raise UserError(
             f"{args.problem}: no tests in {', '.join(sets)} (a problem holds public_tests, private_tests "
-            "and/or generated_tests, each {\"input\": [...], \"output\": [...]})"
+            'and/or generated_tests, each {"input": [...], "output": [...]})'
         )
     config = SandboxConfig(allow_unisolated=args.unsafe_no_isolation, waive=frozenset(args.unsafe_without))
     tests = [t for _, _, t in labelled]
