@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
+from operator import attrgetter
 from pathlib import PurePosixPath
 
 import numpy as np
@@ -34,6 +35,8 @@ from data_pipeline.tokens import TokenCounter, count_composed, estimate_tokens, 
 from swerl.edit_format import build_messages, render_repair_prompt, system_prompt_for
 
 _CONTEXT_ROLES = frozenset({"source", "test"})
+# The BM25-only tier's sizes are gathered in C (`build`): it is most of a large pool.
+_TOKENS = attrgetter("tokens")
 # Per-file overhead of the rendered block (`### path`, two fences, blank line), in estimated tokens.
 _FILE_OVERHEAD = 8
 
@@ -517,7 +520,7 @@ class ContextBuilder:
         head, far, pool, facts = self._ranked_tiers(base_commit, problem, modified, new_paths, model_picks)
         # Every tier, in order: each file that still fits, until `max_extra_files` are chosen.
         sizes = np.fromiter(
-            chain((tokens for *_, tokens in head), (facts[path].tokens for path in far)),
+            chain((tokens for *_, tokens in head), map(_TOKENS, map(facts.__getitem__, far))),
             dtype=np.int64,
             count=len(head) + len(far),
         )
