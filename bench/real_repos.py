@@ -197,16 +197,18 @@ def _funnel_table(results: list[dict[str, Any]], check: int) -> None:
 
 
 def _speed_table(speed: list[tuple[str, dict[str, Any]]], repeat: int) -> None:
-    print(f"\nMedians of {repeat} alternated runs:\n")
+    print(f"\nMedians of {repeat} alternated runs (CPU: every process of the command, git included):\n")
     head = ["repository", "first-parent commits", "candidates", "rows", "git log -p s", "mining s", "ratio"]
-    head += ["per run", "mining CPU s", "peak RSS git log -p MiB", "peak RSS mining MiB"]
+    head += ["per run", "git log -p CPU s", "mining CPU s", "CPU ratio", "peak RSS git log -p MiB"]
+    head.append("peak RSS mining MiB")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for label, res in speed:
         low, high = res["ratios"]
         cells = [res["name"], label, res["candidates"], len(res["rows"]), f"{res['floor']:.1f}"]
         cells += [f"{res['seconds']:.1f}", f"{res['seconds'] / res['floor']:.2f}x", f"{low:.2f}-{high:.2f}x"]
-        cells += [f"{res['cpu']:.0f}", f"{res['floor_peak']:.0f}", f"{res['peak']:.0f}"]
+        cells += [f"{res['floor_cpu']:.1f}", f"{res['cpu']:.1f}", f"{res['cpu'] / res['floor_cpu']:.1f}x"]
+        cells += [f"{res['floor_peak']:.0f}", f"{res['peak']:.0f}"]
         print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
