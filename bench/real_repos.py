@@ -10,27 +10,34 @@ commit read into a scratch index (no checkout: nothing of the repository runs) a
 oracle writes must then be byte for byte the file of the merge commit. With `--floor`, each repository
 is mined once first (to fill the clone cache), then `git log -p --first-parent` over the same history
 (output discarded) is timed right before the timed mining run, and the ratio is printed: a same-run
-baseline, so the machine's load affects both. Prints a Markdown table.
+baseline, so the machine's load affects both. `--repeat N` alternates the two N times and reports
+medians, with each command's peak RSS (its largest process) and CPU time. `--lengths 10000,20000`
+mines the history up to its 10,000th and 20,000th first-parent commit too (floor and mining alike), to
+show how time and memory grow with the history. Prints Markdown tables.
+
+    python bench/real_repos.py ansible/ansible=PATH --out runs/speed --floor --repeat 3 \
+        --lengths 10000,20000,30000 --workers 2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.mining import _timed  # noqa: E402
 from data_pipeline.gitstore import git_argv, safe_env  # noqa: E402
 
 
@@ -65,24 +72,22 @@ def _git_dir(path: Path) -> Path:
     return path / ".git" if (path / ".git").exists() else path
 
 
-def floor_seconds(git_dir: Path) -> float:
-    """Wall time of `git log -p --first-parent` over the history (the least any miner must read)."""
-    started = time.perf_counter()
-    subprocess.run(
-        git_argv(git_dir, "log", "-p", "--first-parent", "HEAD"), stdout=subprocess.DEVNULL, check=True
-    )
-    return time.perf_counter() - started
+def floor_argv(git_dir: Path, head: str) -> list[str]:
+    """`git log -p --first-parent` over the history up to `head`: the least any miner must read."""
+    return git_argv(git_dir, "log", "-p", "--first-parent", head)
 
 
-def mine_one(name: str, path: Path, out: Path, clones: Path, extra: list[str]) -> dict:
+def mine_one(
+    name: str, path: Path, out: Path, clones: Path, extra: list[str], ref: str = "HEAD"
+) -> dict[str, Any]:
+    """One `swerl data mine --local` run: its funnel, rows, wall and CPU seconds and peak RSS (MiB)."""
     target = out / name.replace("/", "__")
     cmd = [sys.executable, "-m", "swerl.cli.data", "mine", "--local", str(path), "--repo-name", name]
-    cmd += ["--out", str(target), "--clones", str(clones), "--quiet", *extra]
-    started = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{name}: {done.stderr.strip()}")
+    cmd += ["--ref", ref, "--out", str(target), "--clones", str(clones), "--quiet", *extra]
+    try:
+        seconds, peak, cpu = _timed(cmd)
+    except subprocess.CalledProcessError as err:
+        raise SystemExit(f"{name}: mining failed ({err}); run the command by hand to see why") from None
     manifest = json.loads((target / "manifest.json").read_text())
     drops: Counter[str] = Counter()
     for stage in manifest["stages"].values():
@@ -97,7 +102,42 @@ def mine_one(name: str, path: Path, out: Path, clones: Path, extra: list[str]) -
         "rows": rows,
         "drops": drops,
         "seconds": seconds,
+        "peak": peak,
+        "cpu": cpu,
     }
+
+
+def history_points(git_dir: Path, lengths: list[int]) -> list[tuple[str, str]]:
+    """(label, commit) of the history's `lengths`-th first-parent commits (those it has), then HEAD."""
+    line = _git(git_dir, "rev-list", "--first-parent", "--reverse", "HEAD").split()
+    points = [(f"{n:,}", line[n - 1].decode()) for n in lengths if n < len(line)]
+    return [*points, (f"{len(line):,}", "HEAD")]
+
+
+def timed_point(
+    name: str, path: Path, out: Path, clones: Path, extra: list[str], ref: str, repeat: int, warm_up: bool
+) -> dict[str, Any]:
+    """Mining up to `ref` and the floor over the same history, alternated `repeat` times (after one
+    warm-up run that fills the clone cache and the page cache, if `warm_up`): the last run's funnel and
+    the medians."""
+    if warm_up:
+        mine_one(name, path, out / "warm-up", clones, extra, ref)
+    floors, mines = [], []
+    for run in range(repeat):
+        floors.append(_timed(floor_argv(_git_dir(path), ref)))
+        result = mine_one(name, path, out / f"run-{run}", clones, extra, ref)
+        mines.append((result["seconds"], result["peak"], result["cpu"]))
+        print(
+            f"{name} @ {ref[:12]} run {run + 1}: floor {floors[-1][0]:.1f} s, mining {mines[-1][0]:.1f} s",
+            file=sys.stderr,
+        )
+    result["floor"], result["floor_peak"], result["floor_cpu"] = map(
+        statistics.median, zip(*floors, strict=True)
+    )
+    result["seconds"], result["peak"], result["cpu"] = map(statistics.median, zip(*mines, strict=True))
+    ratios = sorted(m[0] / f[0] for f, m in zip(floors, mines, strict=True))
+    result["ratios"] = (ratios[0], ratios[-1])
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,28 +149,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--floor", action="store_true", help="also time git log -p --first-parent (see above)"
     )
+    parser.add_argument("--repeat", type=int, default=1, help="with --floor: alternated runs (medians)")
+    parser.add_argument(
+        "--lengths", default="", help="with --floor: also the first N first-parent commits, N comma-separated"
+    )
     args, extra = parser.parse_known_args(argv)
+    lengths = [int(n) for n in args.lengths.split(",") if n]
     clones = args.out / "clones"
-    results = []
+    results, speed = [], []
     for spec in args.repos:
         name, _, path = spec.partition("=")
-        floor = None
         if args.floor:
-            mine_one(name, Path(path), args.out / "warm-up", clones, extra)
-            floor = floor_seconds(_git_dir(Path(path)))
-        result = mine_one(name, Path(path), args.out, clones, extra)
-        result["floor"] = floor
+            for at, (label, ref) in enumerate(history_points(_git_dir(Path(path)), lengths)):
+                out = args.out / label
+                point = timed_point(name, Path(path), out, clones, extra, ref, args.repeat, at == 0)
+                speed.append((label, point))
+            result = point
+        else:
+            result = mine_one(name, Path(path), args.out, clones, extra)
         if args.check:
             git_dir = _git_dir(Path(path))
             sample = random.Random(args.seed).sample(result["rows"], min(args.check, len(result["rows"])))
             result["checked"] = (sum(oracle_reproduces(git_dir, row) for row in sample), len(sample))
         results.append(result)
         print(f"{name}: {len(result['rows'])} rows in {result['seconds']:.1f} s", file=sys.stderr)
+    _funnel_table(results, args.check)
+    if speed:
+        _speed_table(speed, args.repeat)
+    return 0
+
+
+def _funnel_table(results: list[dict[str, Any]], check: int) -> None:
     reasons = [r for r, _ in sum((res["drops"] for res in results), Counter()).most_common(6)]
     head = ["repository", "first-parent commits", "candidates", "rows", *reasons, "other drops", "wall s"]
-    if args.floor:
-        head += ["git log -p s", "ratio"]
-    if args.check:
+    if check:
         head.append("oracle reproduces merge")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -138,13 +190,26 @@ def main(argv: list[str] | None = None) -> int:
         other = sum(n for r, n in res["drops"].items() if r not in reasons)
         cells = [res["name"], res["commits"], res["candidates"], len(res["rows"])]
         cells += [res["drops"].get(r, 0) for r in reasons] + [other, f"{res['seconds']:.1f}"]
-        if args.floor:
-            cells += [f"{res['floor']:.1f}", f"{res['seconds'] / res['floor']:.1f}x"]
-        if args.check:
+        if check:
             ok, n = res["checked"]
             cells.append(f"{ok}/{n}")
         print("| " + " | ".join(str(c) for c in cells) + " |")
-    return 0
+
+
+def _speed_table(speed: list[tuple[str, dict[str, Any]]], repeat: int) -> None:
+    print(f"\nMedians of {repeat} alternated runs (CPU: every process of the command, git included):\n")
+    head = ["repository", "first-parent commits", "candidates", "rows", "git log -p s", "mining s", "ratio"]
+    head += ["per run", "git log -p CPU s", "mining CPU s", "CPU ratio", "peak RSS git log -p MiB"]
+    head.append("peak RSS mining MiB")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for label, res in speed:
+        low, high = res["ratios"]
+        cells = [res["name"], label, res["candidates"], len(res["rows"]), f"{res['floor']:.1f}"]
+        cells += [f"{res['seconds']:.1f}", f"{res['seconds'] / res['floor']:.2f}x", f"{low:.2f}-{high:.2f}x"]
+        cells += [f"{res['floor_cpu']:.1f}", f"{res['cpu']:.1f}", f"{res['cpu'] / res['floor_cpu']:.1f}x"]
+        cells += [f"{res['floor_peak']:.0f}", f"{res['peak']:.0f}"]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
 if __name__ == "__main__":

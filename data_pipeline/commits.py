@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_pipeline.gitstore import GitError, GitPipe, git_argv, safe_env
+from data_pipeline.gitstore import GitError, GitPipe, git_argv, run_git, safe_env
 
 _RECORD = b"\x1e"
 _FIELD = "\x1f"
@@ -66,10 +66,27 @@ def first_parent_history(git_dir: Path, head: str) -> Iterator[CommitInfo]:
     Messages come re-encoded to UTF-8 from the encoding their commit declares; bytes that are not UTF-8
     all the same are replaced, not fatal.
     """
+    return _listing(git_dir, head, "--first-parent")
+
+
+def full_history(git_dir: Path, head: str) -> Iterator[CommitInfo]:
+    """Every commit `head` reaches, each after all of its parents (`--topo-order`, reversed), listed as
+    `first_parent_history` lists the line: the first-parent line comes in its own order, and the
+    commits a merge brings in come before it, so one stream serves what a walk per merge asked of git a
+    round trip at a time."""
+    return _listing(git_dir, head, "--topo-order")
+
+
+def first_parent_line(git_dir: Path, head: str) -> set[str]:
+    """The ids of the commits on the first-parent line of `head`."""
+    return set(run_git(git_dir, "rev-list", "--first-parent", head, "--").decode("ascii").split())
+
+
+def _listing(git_dir: Path, head: str, order: str) -> Iterator[CommitInfo]:
     token = secrets.token_hex(8)
     record, field = f"{_RECORD.decode()}{token}", f"{_FIELD}{token}"
     fmt = field.join(("%H", "%P", "%an", "%ae", "%aI", "%B"))
-    argv = git_argv(git_dir, "log", "--first-parent", "--reverse", f"--format={record}{fmt}", head, "--")
+    argv = git_argv(git_dir, "log", order, "--reverse", f"--format={record}{fmt}", head, "--")
     for raw in _records(argv, record.encode()):
         sha, parents, name, email, date, message = raw.decode("utf-8", "replace").split(field, 5)
         yield CommitInfo(sha, tuple(parents.split()), name, email, date, message.strip("\n"))

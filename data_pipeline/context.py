@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
+from operator import attrgetter
 from pathlib import PurePosixPath
 
 import numpy as np
@@ -34,6 +35,8 @@ from data_pipeline.tokens import TokenCounter, count_composed, estimate_tokens, 
 from swerl.edit_format import build_messages, render_repair_prompt, system_prompt_for
 
 _CONTEXT_ROLES = frozenset({"source", "test"})
+# The BM25-only tier's sizes are gathered in C (`build`): it is most of a large pool.
+_TOKENS = attrgetter("tokens")
 # Per-file overhead of the rendered block (`### path`, two fences, blank line), in estimated tokens.
 _FILE_OVERHEAD = 8
 
@@ -128,6 +131,7 @@ class PoolIndex:
         self.bm25 = bm25.Index()
         self._importers: dict[str, set[str]] = {}
         self._by_dir: dict[str, set[str]] = {}
+        self.modules = ModuleIndex()  # the module names of the readable files (`facts`)
 
     def sync(
         self,
@@ -136,13 +140,15 @@ class PoolIndex:
     ) -> None:
         """Make the index hold `pool` (path -> blob sha); `facts_of` gives the facts of the files that
         are new to it or changed."""
-        if pool == self.shas:
+        # Two passes of lookups, not set differences of the (path, sha) pairs: those build a tuple per
+        # file of the pool at every PR (thousands, in a large repository).
+        shas = self.shas
+        for path in [path for path in shas if path not in pool]:
+            del shas[path]
+            self._unindex(path)
+        changed = [(path, sha) for path, sha in pool.items() if shas.get(path) != sha]
+        if not changed:
             return
-        for path, _ in self.shas.items() - pool.items():
-            if path not in pool:
-                del self.shas[path]
-                self._unindex(path)
-        changed = list(pool.items() - self.shas.items())
         found = facts_of(changed)
         for path, sha in changed:
             previous = self.shas.get(path)
@@ -163,6 +169,7 @@ class PoolIndex:
             self._importers.setdefault(name, set()).add(path)
         if old is None:
             self._by_dir.setdefault(_split(path)[0], set()).add(path)
+            self.modules.add(path)
         self.facts[path] = facts
         hint = facts.changed_terms if old is not None and facts.derived_from == previous else None
         self.bm25.put(path, facts.terms, facts.length, changed=hint)
@@ -174,6 +181,7 @@ class PoolIndex:
             for name in old.imports:
                 _discard(self._importers, name, path)
             _discard(self._by_dir, _split(path)[0], path)
+            self.modules.remove(path)
 
     def importing(self, names: set[str]) -> set[str]:
         """The files that import any of the modules `names`."""
@@ -449,7 +457,8 @@ class ContextBuilder:
         pooled = self._pool_index(suffixes)
         pooled.sync({**pool, **shas}, self._facts_for)
         facts = pooled.facts
-        index = _module_index(frozenset((*facts, *modified, *new_paths)))
+        # Module names resolve among the pool's readable files and the PR's own files.
+        modules, also = pooled.modules, [path for path in (*modified, *new_paths) if path not in facts]
         targets = set(modified) | set(new_paths)
         imports: set[str] = set()
         for path, text in modified.items():
@@ -457,8 +466,8 @@ class ContextBuilder:
                 # The index holds the base version's facts (same path, same blob: the same imports as
                 # scanning `text`) unless the file is not one a pool holds.
                 known = facts.get(path) if path in shas else None
-                imports |= index.resolve(known.imports if known is not None else _imports(path, text))
-        names_of_targets = {n for p in targets for n in module_names(p) if p in index.resolve([n])}
+                imports |= modules.resolve(known.imports if known is not None else _imports(path, text), also)
+        names_of_targets = {n for p in targets for n in module_names(p) if p in modules.resolve([n], also)}
         imported_by = pooled.importing(names_of_targets) - shas.keys()
         dirs = {_split(p)[0] for p in targets}
         scores = pooled.bm25.scores(problem, exclude=shas)
@@ -511,7 +520,7 @@ class ContextBuilder:
         head, far, pool, facts = self._ranked_tiers(base_commit, problem, modified, new_paths, model_picks)
         # Every tier, in order: each file that still fits, until `max_extra_files` are chosen.
         sizes = np.fromiter(
-            chain((tokens for *_, tokens in head), (facts[path].tokens for path in far)),
+            chain((tokens for *_, tokens in head), map(_TOKENS, map(facts.__getitem__, far))),
             dtype=np.int64,
             count=len(head) + len(far),
         )
@@ -582,9 +591,3 @@ def _split(path: str) -> tuple[str, str]:
 def _imports(path: str, text: str) -> frozenset[str]:
     """Modules a Python file imports; memoised because a modified file is often shown to several PRs."""
     return frozenset(imported_modules(path, text))
-
-
-@lru_cache(maxsize=64)
-def _module_index(paths: frozenset[str]) -> ModuleIndex:
-    """The module index of a set of paths; memoised because consecutive PRs mostly see the same files."""
-    return ModuleIndex(paths)

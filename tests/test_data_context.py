@@ -189,3 +189,33 @@ def test_files_that_fit_are_taken_in_order_as_a_plain_loop_takes_them():
                 expected.append(at)
                 left -= size
         assert context_module._fitting(np.array(sizes, dtype=np.int64), room, slots) == expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_module_index_kept_up_to_date_resolves_as_one_built_afresh(seed):
+    """The pool index adds and removes files one at a time; names must resolve as an index built over
+    the pool as it now is, plus the PR's own paths (`also`), including ambiguous short names."""
+    from data_pipeline.imports import ModuleIndex, module_names
+
+    rng = random.Random(seed)
+    universe = [
+        f"{top}/{sub}/{name}.py"
+        for top in ("pkg", "src/pkg", "tests")
+        for sub in ("a", "b", "utils")
+        for name in ("__init__", "utils", "core", "io")
+    ] + ["setup.py", "utils.py", "README.md"]
+    kept = ModuleIndex()
+    held: set[str] = set()
+    names = sorted({name for path in universe for name in module_names(path)})
+    for _ in range(60):
+        path = rng.choice(universe)
+        if path in held:
+            kept.remove(path)
+            held.discard(path)
+        else:
+            kept.add(path)
+            held.add(path)
+        also = rng.sample(universe, 2)
+        fresh = ModuleIndex([*held, *also])
+        for name in rng.sample(names, 12):
+            assert kept.resolve([name], also) == fresh.resolve([name])

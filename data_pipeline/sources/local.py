@@ -19,12 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from data_pipeline.commits import first_parent_history
+from data_pipeline.commits import CommitInfo, first_parent_line, full_history
 from data_pipeline.gitstore import (
     GitError,
-    ObjectReader,
     ensure_bare_clone,
-    parse_commit_object,
     resolve,
     run_git,
 )
@@ -98,38 +96,38 @@ class LocalSource:
 
     def candidates(self, state: dict[str, Any]) -> Iterator[Candidate]:
         git_dir = self.git_dir(self.repo)
-        with ObjectReader(git_dir) as reader:
-            merged = MergedCommits(reader)
-            for commit in first_parent_history(git_dir, state["head"]):
-                self.commits_scanned += 1
-                number = pr_number_from_commit(commit.message)
-                side = merged.messages(commit.parents) if len(commit.parents) > 1 else []
-                merged.on_line(commit.sha)
-                if number is None:
-                    continue
-                text = commit_problem_text(commit.message)
-                extra = [m for m in side if m not in text]
-                text = "\n\n".join([text, *extra]).strip()
-                author = commit.author_name
-                if "[bot]" in commit.author_email and "[bot]" not in author:
-                    author += "[bot]"
-                signer = _BOT_SIGNER.search(commit.message)
-                if signer is not None and "[bot]" not in author:
-                    author = signer.group(1)
-                yield Candidate(
-                    instance_id=instance_id(self.repo, number),
-                    source=self.kind,
-                    repo=self.repo,
-                    pull_number=number,
-                    merge_commit=commit.sha,
-                    problem_statement=text,
-                    problem_source="merge_commits" if len(commit.parents) > 1 else "commit_message",
-                    issue_numbers=[n for n in closing_issues(text, self.repo) if n != number],
-                    created_at=commit.authored_at,
-                    merged=True,
-                    author=author,
-                    title=text.split("\n", 1)[0],  # a merge's: the PR title GitHub put in its body
-                )
+        merged = MergedCommits(first_parent_line(git_dir, state["head"]))
+        for commit in full_history(git_dir, state["head"]):
+            if merged.off_line(commit):
+                continue
+            self.commits_scanned += 1
+            number = pr_number_from_commit(commit.message)
+            side = merged.messages(commit.parents) if len(commit.parents) > 1 else []
+            if number is None:
+                continue
+            text = commit_problem_text(commit.message)
+            extra = [m for m in side if m not in text]
+            text = "\n\n".join([text, *extra]).strip()
+            author = commit.author_name
+            if "[bot]" in commit.author_email and "[bot]" not in author:
+                author += "[bot]"
+            signer = _BOT_SIGNER.search(commit.message)
+            if signer is not None and "[bot]" not in author:
+                author = signer.group(1)
+            yield Candidate(
+                instance_id=instance_id(self.repo, number),
+                source=self.kind,
+                repo=self.repo,
+                pull_number=number,
+                merge_commit=commit.sha,
+                problem_statement=text,
+                problem_source="merge_commits" if len(commit.parents) > 1 else "commit_message",
+                issue_numbers=[n for n in closing_issues(text, self.repo) if n != number],
+                created_at=commit.authored_at,
+                merged=True,
+                author=author,
+                title=text.split("\n", 1)[0],  # a merge's: the PR title GitHub put in its body
+            )
 
 
 # A commit signed off by a bot (Dependabot signs its commits) is the bot's, whoever squash-merged it.
@@ -140,25 +138,30 @@ class MergedCommits:
     """The messages of the commits each merge on the first-parent line brings in: the history of its
     second (and further) parents that is not already behind the line.
 
-    The merges are met oldest first. Every commit that a walk from a merge's side parents reaches is
-    claimed by that merge, and later walks stop at claimed commits and at commits of the line: by
-    induction, whatever an older commit of the line reaches is claimed already, so each walk finds
-    exactly `first-parent..side-parent` without asking git for a merge base. Commit objects are read on
-    one `cat-file` pipe, a level of the walk per round trip; memory holds the ids of the line and of the
-    claimed commits (tens of bytes each), not messages.
+    The whole history is listed once, each commit after its parents (`commits.full_history`); the
+    commits off the line wait here until the merge that brings them in. Every commit that a walk from a
+    merge's side parents reaches is claimed by that merge, and later walks stop at claimed commits and
+    at commits of the line: by induction, whatever an older commit of the line reaches is claimed
+    already, so each walk finds exactly `first-parent..side-parent` without asking git for a merge base.
+    Memory holds the ids of the line and of the claimed commits (tens of bytes each), and the commits of
+    branches not merged yet, which their merge takes out.
     """
 
     # Messages kept per merge, and characters in all: a merge of a long-lived branch says enough early.
     MAX_MESSAGES = 30
     MAX_CHARS = 8_000
 
-    def __init__(self, reader: ObjectReader) -> None:
-        self.reader = reader
-        self.line: set[str] = set()
+    def __init__(self, line: set[str]) -> None:
+        self.line = line
         self.claimed: set[str] = set()
+        self.waiting: dict[str, CommitInfo] = {}
 
-    def on_line(self, sha: str) -> None:
-        self.line.add(sha)
+    def off_line(self, commit: CommitInfo) -> bool:
+        """Keep `commit` for the merge that brings it in when it is off the line (True), else False."""
+        if commit.sha in self.line:
+            return False
+        self.waiting[commit.sha] = commit
+        return True
 
     def messages(self, parents: tuple[str, ...]) -> list[str]:
         """Messages (trailers left out) of the non-merge commits the merge with `parents` brings in,
@@ -168,15 +171,14 @@ class MergedCommits:
         while frontier:
             wanted = [s for s in dict.fromkeys(frontier) if s not in self.line and s not in self.claimed]
             self.claimed.update(wanted)
-            objects = self.reader.commit_objects(wanted)
             frontier = []
             for sha in wanted:
-                if sha not in objects:
+                commit = self.waiting.pop(sha, None)
+                if commit is None:
                     continue  # a shallow or damaged history: the walk ends there
-                side_parents, message = parse_commit_object(objects[sha])
-                frontier += side_parents
-                if len(side_parents) == 1:  # merges of the base branch into the PR say nothing
-                    found.append(strip_trailers(message))
+                frontier += commit.parents
+                if len(commit.parents) == 1:  # merges of the base branch into the PR say nothing
+                    found.append(strip_trailers(commit.message))
         kept: list[str] = []
         size = 0
         for message in dict.fromkeys(reversed(found)):
