@@ -447,7 +447,7 @@ def feedback_fix_dialogs(
     feedback_rate: float = 1.0,
     rng: random.Random | None = None,
 ) -> list[tuple[list[int], list[int]]]:
-    """Second-turn SFT examples: (prompt, wrong answer, its real feedback) -> the reference answer.
+    """Second-turn SFT examples: (prompt, wrong answer, its real feedback) -> the fix, or the wrong answer.
 
     Each task's first reference solution is corrupted (`corrupted_solutions`; with `guesses` > 0 also
     with that many other tasks' constants, drawn by `rng`) and the variants are run on the public tests by
@@ -479,7 +479,7 @@ def feedback_fix_dialogs(
             continue
         wrong_ids = answer_ids(task, wrong)
         context = renderer.prompt_ids(task) + wrong_ids + renderer.feedback_ids(feedback, wrong_ids, True)
-        fixed = feedback_rate >= 1.0 or rng.random() < feedback_rate
+        fixed = feedback_rate >= 1.0 or rng.random() < feedback_rate  # at 1, no draw: earlier runs replay
         out.append((context, answer_ids(task, solution) if fixed else wrong_ids))
     return out
 
