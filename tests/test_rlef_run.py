@@ -124,6 +124,47 @@ def test_fix_dialogs_show_real_feedback_then_the_reference(tiny_dir: Path) -> No
         assert task.problem.python_solutions[0].strip() in tokenizer.decode(target)
 
 
+def test_guessed_constant_fixes_read_the_feedback_and_some_resubmit(tiny_dir: Path) -> None:
+    """The hidden-constant warm-up: wrong constants are other problems' (not k + 1, which "subtract one"
+    would fix blind), each one's feedback shows the right k, and at feedback_rate 0.25 about a quarter of
+    the targets are the fix, the rest the wrong answer resubmitted."""
+    import random
+
+    from swerl.models.tiny import load_model_and_tokenizer
+    from swerl.trainers.dialog import ChatRenderer, feedback_fix_dialogs, last_constants
+
+    _, tokenizer = load_model_and_tokenizer(str(tiny_dir))
+    tasks = [ContestTask(p) for p in load_problems(bundled_path("hidden_train")).problems[::4]]
+    renderer = ChatRenderer(tokenizer)
+
+    def answer_ids(task: ContestTask, code: str) -> list[int]:
+        return list(tokenizer(f"```python\n{code}```<|im_end|>", add_special_tokens=False)["input_ids"])
+
+    args = (renderer, tasks, sandbox_judge(), answer_ids, False)
+    pairs = feedback_fix_dialogs(*args, guesses=3, feedback_rate=0.25, rng=random.Random(0))
+    assert len(pairs) == 5 * len(tasks)  # stray line, crash, three guessed constants: all fail
+    fixed = 0
+    wrong_by_k: dict[int, set[int]] = {}
+    for i, (context, target) in enumerate(pairs):
+        task = tasks[i // 5]
+        k = last_constants(task.problem.python_solutions)[0]
+        dialog = tokenizer.decode(context[len(renderer.prompt_ids(task)) :])
+        code = dialog.split("```python\n")[1].split("```")[0]
+        if i % 5 >= 2:  # a guessed constant: never k, and the feedback shows k as the expected output
+            guess = last_constants([code])[0]
+            assert guess != k and f"Expected output:\n```\n{k}\n```" in dialog
+            wrong_by_k.setdefault(k, set()).add(guess)
+        is_fix = target == answer_ids(task, task.problem.python_solutions[0])
+        assert is_fix or target == answer_ids(task, code)
+        fixed += is_fix
+    assert 0.15 < fixed / len(pairs) < 0.35
+    assert all(len(guesses) >= 4 for guesses in wrong_by_k.values())  # spread, not one shortcut
+    always = feedback_fix_dialogs(*args, guesses=3, rng=random.Random(0))
+    assert [t for _, t in always] == [
+        answer_ids(task, task.problem.python_solutions[0]) for task in tasks for _ in range(5)
+    ]
+
+
 def test_short_learning_run(tiny_dir: Path, tmp_path: Path) -> None:
     """SFT warm-up then RLEF steps on the bundled set, end to end, with the before/after report."""
     from swerl.trainers.rlef import RLEFConfig, run
@@ -201,8 +242,8 @@ def test_a_resumed_run_logs_what_the_uninterrupted_run_logs(tiny_dir: Path, tmp_
 
 
 def test_hidden_constant_problems_need_the_feedback() -> None:
-    """The statement never holds k; the first public test's expected output is k itself (n = 0, n = 1 or
-    the word "a" repeated k times), so only the feedback on a failed answer tells problems apart."""
+    """The statement never holds k; the first public test's expected output is k itself (n = 0 for n + k
+    and k - n, n = 1 for n * k), so only the feedback on a failed answer tells problems apart."""
     from swerl.data.rlef_problems.generate import HIDDEN_KS
 
     for split in ("hidden_train", "hidden_test"):
@@ -212,18 +253,22 @@ def test_hidden_constant_problems_need_the_feedback() -> None:
             k = int(problem.name.split("_")[-2])
             assert k in HIDDEN_KS and str(k) not in problem.description
             revealed = problem.public_tests[0].output.split()
-            assert revealed == [str(k)] or revealed == ["a"] * k
+            assert revealed == [str(k)]
             by_family.setdefault(problem.name.split("_")[3], set()).add(problem.description)
         assert len(by_family) == 3 and all(len(statements) == 1 for statements in by_family.values())
     train = {p.name for p in load_problems(bundled_path("hidden_train")).problems}
-    assert len(train) == 96 and not train & {
-        p.name for p in load_problems(bundled_path("hidden_test")).problems
-    }
+    test = {p.name for p in load_problems(bundled_path("hidden_test")).problems}
+    assert len(train) == 96 and len(test) == 216 and not train & test
 
 
 def test_hidden_constant_run_reports_real_and_random_feedback(tiny_dir: Path, tmp_path: Path) -> None:
-    """The CI version of the demonstration: warm-up, 1@3 with real and random feedback before and after a
-    few RLEF steps; the warm-up's fixes never show an off-by-one constant (sft_fix_constant: false)."""
+    """The CI version of docs/rlef.md's demonstration: the shipped config's pipeline (warm-up with guessed
+    constants and partial fixes, 1@3 with real and random feedback before and after RLEF), shrunk to
+    seconds. Its invariants, not the effect: the four reports over the same problems, one RLEF step
+    logged with a finite KL, and `swerl plot` drawing the n@k bars from eval.json."""
+    import math
+
+    from swerl.cli import plot
     from swerl.trainers.rlef import RLEFConfig, run
 
     root = Path(__file__).resolve().parents[1]
@@ -241,8 +286,19 @@ def test_hidden_constant_run_reports_real_and_random_feedback(tiny_dir: Path, tm
     ]
     config = RLEFConfig.from_yaml(root / "configs/rlef_hidden_cpu.yaml", overrides)
     assert config.sft_fix_constant is False and config.eval_random_feedback is True
-    run(config, progress=False)
+    assert config.sft_fix_guessed_constants > 0 and 0 < config.sft_fix_feedback_rate < 1
+    out = run(config, progress=False)
+    assert len(out["history"]) == 1 and math.isfinite(out["history"][0]["kl"])
     report = json.loads((tmp_path / "run/eval.json").read_text())
     expected = {"eval_before", "eval_after", "eval_before_random_feedback", "eval_after_random_feedback"}
     assert set(report) == expected
-    assert all(entry["rates"][0]["k"] == 3 and entry["episodes"] == 2 for entry in report.values())
+    for entry in report.values():
+        rate = entry["rates"][0]
+        assert rate["k"] == 3 and rate["problems"] == 2 and entry["episodes"] == 2
+        assert 0.0 <= rate["low"] <= rate["rate"] <= rate["high"] <= 1.0
+
+    parser = argparse.ArgumentParser()
+    plot.register(parser.add_subparsers(dest="group"))
+    args = parser.parse_args(["plot", str(tmp_path / "run"), "--out", str(tmp_path / "plots")])
+    assert args.run(args) == 0
+    assert (tmp_path / "plots/eval.png").read_bytes()[:4] == b"\x89PNG"

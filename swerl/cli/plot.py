@@ -130,8 +130,47 @@ def plot_run(
     return written
 
 
+def plot_eval(report: Path, out: Path) -> Path:
+    """Bars of the first n@k of each entry of an RLEF run's eval.json (before / after, with real and with
+    random feedback), with their 95 % bootstrap intervals as error bars: the figure that says whether
+    RLEF's gain is more than noise, and whether it needs the real feedback."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    entries = json.loads(report.read_text(encoding="utf-8"))
+    names = list(entries)
+    rates = [entries[name]["rates"][0] for name in names]
+    values = [100 * r["rate"] for r in rates]
+    errors = [
+        [v - 100 * r["low"] for v, r in zip(values, rates, strict=True)],
+        [100 * r["high"] - v for v, r in zip(values, rates, strict=True)],
+    ]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(names), 3.6))
+    colors = ["tab:orange" if "random" in name else "tab:blue" for name in names]
+    ax.bar(range(len(names)), values, yerr=errors, capsize=5, color=colors)
+    for i, value in enumerate(values):
+        ax.text(i, value / 2, f"{value:.1f}%", ha="center", color="white", fontsize=9)
+    ax.set_xticks(range(len(names)), [n.replace("eval_", "").replace("_", "\n") for n in names], fontsize=8)
+    ax.set_ylabel(f"{rates[0]['n']}@{rates[0]['k']} (%), 95% CI")
+    ax.set_title(f"{rates[0]['problems']} held-out problems", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "eval.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def _run(args: argparse.Namespace) -> int:
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
     paths = plot_run(args.run_dir, args.out, metrics, args.smooth)
+    report = (args.run_dir if args.run_dir.is_dir() else args.run_dir.parent) / "eval.json"
+    if report.is_file():  # an RLEF run's before/after n@k
+        paths.append(plot_eval(report, paths[0].parent))
     print(f"wrote {len(paths)} plots to {paths[0].parent} (overview: {paths[0]})")
     return 0

@@ -325,6 +325,11 @@ class RLEFConfig(TrainConfig):
         sft_fix_constant: among those corruptions, the last integer constant off by one (whose fix reads
             the constant from the feedback). Off for the hidden-constant demonstration, where reading
             the constant from the feedback is the skill RLEF is to learn, not the warm-up.
+        sft_fix_guessed_constants: also that many corruptions per problem whose last integer constant is
+            another training problem's (a guess), so a fix must read the constant from the feedback.
+        sft_fix_feedback_rate: the share of the warm-up's second turns whose target is the fix; the rest
+            resubmit the wrong answer unchanged. Below 1 the start policy uses the feedback only
+            sometimes, which RL can amplify (docs/rlef.md, the hidden-constant demonstration).
         eval_samples: dialogs per held-out problem for the before/after 1@3 report.
         eval_temperature: sampling temperature of those dialogs.
         eval_random_feedback: also report 1@3 with random feedback (the paper's ablation), before and
@@ -357,6 +362,8 @@ class RLEFConfig(TrainConfig):
     sft_batch_size: PositiveInt = 16
     sft_fix_dialogs: bool = True
     sft_fix_constant: bool = True
+    sft_fix_guessed_constants: NonNegativeInt = 0
+    sft_fix_feedback_rate: UnitInterval = 1.0
     eval_samples: PositiveInt = 6
     eval_temperature: NonNegativeFloat = 1.0
     eval_random_feedback: bool = False

@@ -407,19 +407,34 @@ def _judge_private(episodes: Sequence[Episode], judge: Judge, all_turns: bool) -
 
 
 # ------------------------------------------------------------------------------------ SFT warm-up
-def corrupted_solutions(code: str, constant: bool = True) -> list[str]:
+def corrupted_solutions(code: str, constant: bool = True, guesses: Sequence[int] = ()) -> list[str]:
     """Wrong variants of a correct program, as a model gets them wrong: a stray extra output line, a
     crash (a name that does not exist) before any output, and, when the program has an integer literal
     and `constant` is set, its last one off by one (a constant not copied right from the statement, the
     commonest miss of a small model on the bundled problems; the feedback's expected output then points
-    at the fix). The first two keep the program's constant, so a fix never has to read it elsewhere."""
+    at the fix). The first two keep the program's constant, so a fix never has to read it elsewhere.
+
+    `guesses`: also the last literal replaced by each of these values other than its own, the constant a
+    model writes when the statement leaves it out. Why not only off by one: when every wrong constant is
+    k + 1, "subtract one" fixes it without reading the feedback; with wrong constants spread over the
+    range, the feedback's expected output is the only way to the fix."""
     body = code.rstrip()
     variants = [f"{body}\nprint(0)\n", f"answer = solve_input()\n{body}\n"]
     literals = list(re.finditer(r"\d+", body))
-    if literals and constant:
-        last = literals[-1]
-        variants.append(f"{body[: last.start()]}{int(last.group()) + 1}{body[last.end() :]}\n")
+    if not literals:
+        return variants
+    last = literals[-1]
+    own = int(last.group())
+    wrong = ([own + 1] if constant else []) + [g for g in dict.fromkeys(guesses) if g != own]
+    variants += [f"{body[: last.start()]}{value}{body[last.end() :]}\n" for value in wrong]
     return variants
+
+
+def last_constants(codes: Sequence[str]) -> list[int]:
+    """The distinct last integer literals of these programs, in order: the constants a model has seen
+    written, hence the ones it guesses."""
+    found = (re.findall(r"\d+", code) for code in codes)
+    return list(dict.fromkeys(int(literals[-1]) for literals in found if literals))
 
 
 def feedback_fix_dialogs(
@@ -428,20 +443,34 @@ def feedback_fix_dialogs(
     judge: Judge,
     answer_ids: Callable[[Task, str], list[int]],
     constant: bool = True,
+    guesses: int = 0,
+    feedback_rate: float = 1.0,
+    rng: random.Random | None = None,
 ) -> list[tuple[list[int], list[int]]]:
-    """Second-turn SFT examples: (prompt, wrong answer, its real feedback) -> the reference answer.
+    """Second-turn SFT examples: (prompt, wrong answer, its real feedback) -> the fix, or the wrong answer.
 
-    Each task's first reference solution is corrupted (`corrupted_solutions`) and the variants are run on
-    the public tests by `judge`; the ones that really fail become the first answer of a dialog, followed by
-    exactly the feedback ids `run_episodes` would add. `answer_ids(task, code)` gives an answer's ids with
-    its end of turn. Returns (context ids, target ids); only the target (the fix) is meant to be trained on.
+    Each task's first reference solution is corrupted (`corrupted_solutions`; with `guesses` > 0 also
+    with that many other tasks' constants, drawn by `rng`) and the variants are run on the public tests by
+    `judge`; the ones that really fail become the first answer of a dialog, followed by exactly the
+    feedback ids `run_episodes` would add. `answer_ids(task, code)` gives an answer's ids with its end of
+    turn. Returns (context ids, target ids); only the target is meant to be trained on.
+
+    The target is the reference (the feedback used) in a share `feedback_rate` of the dialogs, drawn by
+    `rng`, and the wrong answer resubmitted unchanged (the feedback ignored) in the rest. Why a share
+    below 1: a warm-up that always shows the fix teaches the skill outright, so RL has nothing left to
+    add; one that never shows it leaves a tiny model a behaviour it may never find by sampling. In
+    between, the start policy uses the feedback sometimes, and RL, rewarded by the private tests only,
+    can amplify it.
     """
-    cases = [
-        (task, solution, wrong)
-        for task in tasks
-        for solution in task.problem.python_solutions[:1]
-        for wrong in corrupted_solutions(solution, constant)
-    ]
+    rng = rng or random.Random(0)
+    solutions = [task.problem.python_solutions[:1] for task in tasks]
+    pool = last_constants([code for codes in solutions for code in codes])
+    cases = []
+    for task, codes in zip(tasks, solutions, strict=True):
+        for solution in codes:
+            others = [g for g in pool if g not in last_constants([solution])]
+            drawn = rng.sample(others, min(guesses, len(others)))
+            cases += [(task, solution, wrong) for wrong in corrupted_solutions(solution, constant, drawn)]
     jobs = [task.public_job(wrong) for task, _, wrong in cases]
     out = []
     for (task, solution, wrong), job, results in zip(cases, jobs, judge(jobs) if jobs else [], strict=True):
@@ -450,7 +479,8 @@ def feedback_fix_dialogs(
             continue
         wrong_ids = answer_ids(task, wrong)
         context = renderer.prompt_ids(task) + wrong_ids + renderer.feedback_ids(feedback, wrong_ids, True)
-        out.append((context, answer_ids(task, solution)))
+        fixed = feedback_rate >= 1.0 or rng.random() < feedback_rate  # at 1, no draw: earlier runs replay
+        out.append((context, answer_ids(task, solution) if fixed else wrong_ids))
     return out
 
 

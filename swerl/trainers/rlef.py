@@ -485,7 +485,16 @@ def sft_warmup(
         for solution in task.problem.python_solutions[:1]
     ]
     if config.sft_fix_dialogs and judge is not None:
-        fixes = feedback_fix_dialogs(renderer, tasks, judge, answer_ids, config.sft_fix_constant)
+        fixes = feedback_fix_dialogs(
+            renderer,
+            tasks,
+            judge,
+            answer_ids,
+            config.sft_fix_constant,
+            guesses=config.sft_fix_guessed_constants,
+            feedback_rate=config.sft_fix_feedback_rate,
+            rng=random.Random(config.seed),
+        )
         pairs += [(c, t) for c, t in fixes if len(c) + len(t) <= config.max_seq_length]
     if not pairs:
         raise ValueError("no reference solutions to warm up on")

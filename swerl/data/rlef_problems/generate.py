@@ -12,8 +12,9 @@ of reading could make the model write them (its logits were only ever pushed dow
 18 and 39 make every digit a copied target while the held-out constants 7, 8 and 9 stay unseen.
 
 The hidden-constant set (hidden_train / hidden_test) is for the feedback demonstration: its statements
-leave the constant out ("... plus a secret constant"), and the first public test reveals it (n = 0 for
-`n + k`, so the expected output is k itself). A first answer can only guess k; an answer after the
+leave the constant out ("... plus a secret constant"), and the first public test reveals it verbatim (n = 0
+for `n + k` and `k - n`, n = 1 for `n * k`: the expected output is k itself, one digit, so reading it is
+copying one token, not counting). A first answer can only guess k; an answer after the
 execution feedback can read it, so using the feedback is exactly the skill that pays. Every problem of a
 family has the same statement, so nothing but the feedback tells problems apart.
 
@@ -312,17 +313,17 @@ HIDDEN_FAMILIES = (
         lambda s, k: str(int(s) * k),
     ),
     HiddenFamily(
-        "hidden_repeat",
-        "Read a word. Print it a secret number of times, separated by spaces. The example tests show how "
-        "many.",
-        "w = input().strip()\nprint(*[w] * {k})",
-        "a",
-        _word,
-        lambda s, k: " ".join([s] * k),
+        "hidden_sub",
+        "Read an integer n. Print a secret constant minus n. The example tests show the constant.",
+        "n = int(input())\nprint({k} - n)",
+        "0",
+        _int,
+        lambda s, k: str(k - int(s)),
     ),
 )
-HIDDEN_COPIES = {"hidden_train": 4, "hidden_test": 2}
-"""Problems per (family, k) in each split; copies differ in their other tests' inputs."""
+HIDDEN_COPIES = {"hidden_train": 4, "hidden_test": 9}
+"""Problems per (family, k) in each split; copies differ in their other tests' inputs. 216 held-out
+problems keep the 95 % bootstrap intervals of a 1@3 figure within about +-4 points."""
 
 
 def hidden_problem(family: HiddenFamily, k: int, copy: int, split: str, rng: random.Random) -> dict:
