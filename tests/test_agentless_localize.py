@@ -82,6 +82,9 @@ def test_rank_files_uses_the_deepest_frame_and_demotes_tests(tmp_path: Path) -> 
     assert [r.path for r in ranked].index("tests/test_headers.py") > 1
     by_module = rank_files(index, "`shop.pricing.discount` ignores the rate")
     assert by_module[0].path == "shop/pricing.py"
+    assert index.by_module("shop.pricing.discount") == ["shop/pricing.py"]
+    assert index.by_module("shop.io") == ["shop/io/__init__.py"]
+    assert index.by_module("shop") == [] and index.by_module("shop.Cart") == []  # the bare package
     by_symbol = rank_files(index, "Cart.total() is wrong when items is a generator")
     assert by_symbol[0].path == "shop/cart.py"
 

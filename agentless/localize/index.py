@@ -125,13 +125,16 @@ class RepoIndex:
 
     def by_module(self, dotted: str) -> list[str]:
         """Files a dotted name can refer to: `a.b.c` -> a/b/c.py, a/b/c/__init__.py, else a/b.py (c is
-        an attribute), searched as path tails so a `src/` layout works too."""
+        an attribute), searched as path tails so a `src/` layout works too.
+
+        A bare top-level name (`import pytest`, `pydicom.Dataset` read as `pydicom`) refers to nothing:
+        every example imports the package, and its `__init__.py` is rarely where the fix goes."""
         parts = dotted.split(".")
-        for stop in range(len(parts), 0, -1):
+        for stop in range(len(parts), 1, -1):
             stem = "/".join(parts[:stop])
             for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
                 found = [p for p in self._lookup_tail(candidate) if is_source(p)]
-                if found and (stop > 1 or len(parts) == 1):
+                if found:
                     return found
         return []
 
