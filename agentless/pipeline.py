@@ -40,6 +40,7 @@ from agentless.localize.signals import extract_signals
 from agentless.repair.candidates import make_candidate
 from agentless.repair.context import build_context
 from agentless.repos import RepoCache
+from agentless.rerank.regression import parse_excluded_tests, regression_filter_messages
 from agentless.rerank.reproduction import parse_reproductions, reproduction_messages
 from agentless.rerank.select import PatchCandidate, related_test_files, select_patch
 from agentless.sampling import PromptTooLong, TextSampler, sample_mixed
@@ -70,6 +71,9 @@ class RunConfig:
     regression_from_gold: bool = False
     """Use the dataset's PASS_TO_PASS (labels derived from the gold patch) instead of the repository's
     tests passing at the base: not comparable with published scores; recorded in the predictions."""
+    regression_model_filter: bool = False
+    """Ask the model which passing tests a fix may rightly break, and leave those out (Agentless's
+    optional filter; `agentless.rerank.regression`)."""
     reproduction: bool = False
     reproduction_samples: int = 4
     """Reproduction tests sampled per instance (one greedy, the rest at `temperature`), as Agentless Mini
@@ -122,6 +126,7 @@ def stage_options(cfg: RunConfig) -> dict[str, dict[str, Any]]:
         **repair,
         "regression": cfg.regression,
         "regression_from_gold": cfg.regression_from_gold,
+        "regression_model_filter": cfg.regression_model_filter,
         "max_groups": cfg.max_groups,
     }
     return {
@@ -362,12 +367,20 @@ def rerank(inst: Instance, repair_row: dict[str, Any], ctx: Context, cfg: RunCon
     candidates = _patch_candidates(inst, repair_row, ctx)
     tests = regression_tests(inst, candidates, ctx, cfg) if ctx.backend is not None else None
     reproductions = list(repair_row.get("reproduction_tests", [])) if cfg.reproduction else []
+    exclude = None
+    if cfg.regression_model_filter and ctx.sampler is not None:
+
+        def exclude(passing: list[str]) -> list[str]:
+            text, _ = _sample_text(ctx, regression_filter_messages(inst.problem_statement, passing), cfg)
+            return parse_excluded_tests(text, passing)
+
     selection = select_patch(
         inst,
         candidates,
         backend=ctx.backend,
         regression_tests=tests,
         reproduction_tests=reproductions,
+        exclude_regression=exclude,
         max_groups=cfg.max_groups,
     )
     return {**selection.to_row(), "regression_tests": tests, "reproduction_parsed": len(reproductions)}
@@ -387,6 +400,8 @@ def prediction_metadata(cfg: RunConfig, rerank_row: Mapping[str, Any] | None = N
         "reproduction": cfg.reproduction,
         "num_samples": cfg.num_samples,
     }
+    if cfg.regression and cfg.regression_model_filter:
+        meta["regression_model_filter"] = True
     if cfg.reproduction:
         row = rerank_row or {}
         chosen = next((g for g in row.get("groups", []) if row.get("chosen") in g["members"]), None)

@@ -18,7 +18,7 @@ sample, and only for the `max_groups` largest groups, which bounds the cost per 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,11 +86,13 @@ def select_patch(
     backend: ExecutionBackend | None = None,
     regression_tests: Sequence[str] | None = None,
     reproduction_tests: Sequence[str] = (),
+    exclude_regression: Callable[[list[str]], list[str]] | None = None,
     max_groups: int = 8,
 ) -> Selection:
     """Choose among `candidates`. Without a backend (or with neither filter on) this is the plain
     normalized majority vote. `regression_tests` (test files or ids) turns the regression filter on;
-    `reproduction_tests` (test file sources) the reproduction consensus."""
+    `reproduction_tests` (test file sources) the reproduction consensus. `exclude_regression` (the model
+    filter) names, among the tests passing at the base, those a fix may rightly break."""
     keyed: list[tuple[int, object]] = []
     notes: list[str] = []
     patches: dict[int, str] = {}
@@ -107,7 +109,9 @@ def select_patch(
     reports = [GroupReport(g, _digest(g.key)) for g in groups]
     field_ = reports[: max_groups if backend is not None else len(reports)]
     if backend is not None and regression_tests is not None:
-        field_ = _regression_filter(instance, field_, patches, backend, regression_tests, notes)
+        field_ = _regression_filter(
+            instance, field_, patches, backend, regression_tests, notes, exclude_regression
+        )
     kept: list[int] = []
     if backend is not None and reproduction_tests:
         field_, kept = _reproduction_filter(instance, field_, patches, backend, reproduction_tests, notes)
@@ -143,6 +147,7 @@ def _regression_filter(
     backend: ExecutionBackend,
     tests: Sequence[str],
     notes: list[str],
+    exclude: Callable[[list[str]], list[str]] | None = None,
 ) -> list[GroupReport]:
     if not tests:
         notes.append("regression filter skipped: no tests to run")
@@ -154,6 +159,11 @@ def _regression_filter(
         for t, status in baseline.results.items()
         if status in ("PASSED", "XFAIL") and (t in asked or t.split("::", 1)[0] in asked)
     )
+    if exclude is not None and passing:
+        dropped = set(exclude(passing))
+        if dropped:
+            notes.append(f"regression tests left out by the model filter: {', '.join(sorted(dropped))}")
+            passing = [t for t in passing if t not in dropped]
     if baseline.status != "ok" or not passing:
         notes.append(f"regression filter skipped: baseline run {baseline.status}, {len(passing)} passing")
         return field_

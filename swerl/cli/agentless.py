@@ -169,6 +169,11 @@ def register(groups: argparse._SubParsersAction) -> None:
         "so scores are not comparable with published ones (recorded in each prediction's metadata)",
     )
     run.add_argument(
+        "--regression-model-filter",
+        action="store_true",
+        help="with --regression: the model names the passing tests a fix may rightly break; left out",
+    )
+    run.add_argument(
         "--reproduction",
         action="store_true",
         help="rank candidates by model-written reproduction tests: those failing at the base vote, and the "
@@ -365,6 +370,7 @@ def _run(args: argparse.Namespace) -> int:
         prompt_style=args.prompt_style,
         regression=args.regression or args.regression_from_gold_pass_to_pass,
         regression_from_gold=args.regression_from_gold_pass_to_pass,
+        regression_model_filter=args.regression_model_filter,
         reproduction=args.reproduction,
         reproduction_samples=args.reproduction_samples,
     )
