@@ -367,20 +367,19 @@ def rerank(inst: Instance, repair_row: dict[str, Any], ctx: Context, cfg: RunCon
     candidates = _patch_candidates(inst, repair_row, ctx)
     tests = regression_tests(inst, candidates, ctx, cfg) if ctx.backend is not None else None
     reproductions = list(repair_row.get("reproduction_tests", [])) if cfg.reproduction else []
-    exclude = None
-    if cfg.regression_model_filter and ctx.sampler is not None:
 
-        def exclude(passing: list[str]) -> list[str]:
-            text, _ = _sample_text(ctx, regression_filter_messages(inst.problem_statement, passing), cfg)
-            return parse_excluded_tests(text, passing)
+    def ask_model(passing: list[str]) -> list[str]:
+        text, _ = _sample_text(ctx, regression_filter_messages(inst.problem_statement, passing), cfg)
+        return parse_excluded_tests(text, passing)
 
+    use_model = cfg.regression_model_filter and ctx.sampler is not None
     selection = select_patch(
         inst,
         candidates,
         backend=ctx.backend,
         regression_tests=tests,
         reproduction_tests=reproductions,
-        exclude_regression=exclude,
+        exclude_regression=ask_model if use_model else None,
         max_groups=cfg.max_groups,
     )
     return {**selection.to_row(), "regression_tests": tests, "reproduction_parsed": len(reproductions)}

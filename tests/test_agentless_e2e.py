@@ -83,6 +83,8 @@ def _repair_answer(prompt: str, sample: int) -> str:
         return "```\ncalc/stats.py\n```"
     if "Which functions, methods or classes" in prompt:
         return "```\ncalc/stats.py\nfunction: mean\n```"
+    if "could rightly fail after it" in prompt:  # the regression tests' model filter
+        return "```\ntests/test_stats.py::test_empty\n```"
     if "Write a pytest test file" in prompt:
         return REPRO_ANSWERS[sample % len(REPRO_ANSWERS)]
     return [GOLD_ANSWER, MALFORMED, UNKNOWN_PATH, NOT_FOUND, EQUIVALENT, GOLD_ANSWER][sample % 6]
@@ -115,7 +117,9 @@ def test_scripted_engine_fixes_the_failing_test(demo: tuple[Instance, Path, Path
     instance, clones, root = demo
     engine = ScriptedEngine(_repair_answer)
     ctx = _context(root, clones, engine, CharTokenizer(), backend=True)
-    cfg = RunConfig(model_name="scripted", num_samples=6, regression=True, reproduction=True)
+    cfg = RunConfig(
+        model_name="scripted", num_samples=6, regression=True, regression_model_filter=True, reproduction=True
+    )
     out = tmp_path / "run"
     predictions = run([instance], out, ctx, cfg)
 
@@ -135,6 +139,11 @@ def test_scripted_engine_fixes_the_failing_test(demo: tuple[Instance, Path, Path
     # The regression tests are the repository's own for the edited module, not the dataset's labels.
     assert rerank_row["regression_tests"] == ["tests/test_stats.py"]
     assert rows[0]["metadata"]["uses_gold_labels"] is False
+    assert rows[0]["metadata"]["regression_model_filter"] is True
+    assert (
+        "regression tests left out by the model filter: tests/test_stats.py::test_empty"
+        in rerank_row["notes"]
+    )
     # 4 reproduction tests sampled, 3 parsed, 2 fail at the base and vote; the fix passes both.
     assert rerank_row["reproduction_kept"] == [0, 2]
     assert rerank_row["groups"][0]["reproduction_passed"] == 2
