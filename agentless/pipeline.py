@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,8 @@ from agentless.localize.signals import extract_signals
 from agentless.repair.candidates import make_candidate
 from agentless.repair.context import build_context
 from agentless.repos import RepoCache
-from agentless.rerank.reproduction import parse_reproduction, reproduction_messages
+from agentless.rerank.regression import parse_excluded_tests, regression_filter_messages
+from agentless.rerank.reproduction import parse_reproductions, reproduction_messages
 from agentless.rerank.select import PatchCandidate, related_test_files, select_patch
 from agentless.sampling import PromptTooLong, TextSampler, sample_mixed
 from agentless.stages import StageFile
@@ -63,13 +64,20 @@ class RunConfig:
     temperature: float = 0.8
     max_new_tokens: int = 4096
     localize_max_new_tokens: int = 512
+    reproduction_max_new_tokens: int = 1024
     seed: int = 0
     model_localization: bool = True
     regression: bool = False
     regression_from_gold: bool = False
     """Use the dataset's PASS_TO_PASS (labels derived from the gold patch) instead of the repository's
     tests passing at the base: not comparable with published scores; recorded in the predictions."""
+    regression_model_filter: bool = False
+    """Ask the model which passing tests a fix may rightly break, and leave those out (Agentless's
+    optional filter; `agentless.rerank.regression`)."""
     reproduction: bool = False
+    reproduction_samples: int = 4
+    """Reproduction tests sampled per instance (one greedy, the rest at `temperature`), as Agentless Mini
+    samples several and ranks candidates by how many of those failing at the base they pass."""
     max_groups: int = 8
     # The repair prompt's style (swerl.edit_format): serve a model with the style it was trained on.
     prompt_style: PromptStyle = "full"
@@ -111,11 +119,14 @@ def stage_options(cfg: RunConfig) -> dict[str, dict[str, Any]]:
         "max_new_tokens": cfg.max_new_tokens,
         "prompt_style": cfg.prompt_style,
         "reproduction": cfg.reproduction,
+        "reproduction_samples": cfg.reproduction_samples if cfg.reproduction else None,
+        "reproduction_max_new_tokens": cfg.reproduction_max_new_tokens if cfg.reproduction else None,
     }
     rerank = {
         **repair,
         "regression": cfg.regression,
         "regression_from_gold": cfg.regression_from_gold,
+        "regression_model_filter": cfg.regression_model_filter,
         "max_groups": cfg.max_groups,
     }
     return {
@@ -283,7 +294,7 @@ def repair(inst: Instance, loc_row: dict[str, Any], ctx: Context, cfg: RunConfig
             seed=cfg.seed,
         )
     except PromptTooLong as err:
-        return {**row, "samples": [], "skipped": str(err), "reproduction_test": None}
+        return {**row, "samples": [], "skipped": str(err), "reproduction_tests": []}
 
     def read(path: str) -> str | None:
         if path in sources:
@@ -294,10 +305,20 @@ def repair(inst: Instance, loc_row: dict[str, Any], ctx: Context, cfg: RunConfig
         make_candidate(i, s.text, read, temperature=s.temperature, finish_reason=s.finish_reason)
         for i, s in enumerate(samples)
     ]
-    reproduction = None
+    reproductions: list[str] = []
     if cfg.reproduction:
-        text, _ = _sample_text(ctx, reproduction_messages(inst.problem_statement, context), cfg)
-        reproduction = parse_reproduction(text)
+        try:
+            answers = sample_mixed(
+                ctx.sampler,
+                reproduction_messages(inst.problem_statement, context),
+                num_samples=cfg.reproduction_samples,
+                temperature=cfg.temperature,
+                max_new_tokens=cfg.reproduction_max_new_tokens,
+                seed=cfg.seed,
+            )
+        except PromptTooLong:
+            answers = []
+        reproductions = parse_reproductions([a.text for a in answers])
     errors: dict[str, int] = {}
     for cand in candidates:
         if cand.error:
@@ -306,7 +327,7 @@ def repair(inst: Instance, loc_row: dict[str, Any], ctx: Context, cfg: RunConfig
         **row,
         "samples": [c.to_row() for c in candidates],
         "errors": errors,
-        "reproduction_test": reproduction,
+        "reproduction_tests": reproductions,
     }
 
 
@@ -345,29 +366,51 @@ def regression_tests(
 def rerank(inst: Instance, repair_row: dict[str, Any], ctx: Context, cfg: RunConfig) -> dict[str, Any]:
     candidates = _patch_candidates(inst, repair_row, ctx)
     tests = regression_tests(inst, candidates, ctx, cfg) if ctx.backend is not None else None
+    reproductions = list(repair_row.get("reproduction_tests", [])) if cfg.reproduction else []
+
+    def ask_model(passing: list[str]) -> list[str]:
+        text, _ = _sample_text(ctx, regression_filter_messages(inst.problem_statement, passing), cfg)
+        return parse_excluded_tests(text, passing)
+
+    use_model = cfg.regression_model_filter and ctx.sampler is not None
     selection = select_patch(
         inst,
         candidates,
         backend=ctx.backend,
         regression_tests=tests,
-        reproduction_test=repair_row.get("reproduction_test") if cfg.reproduction else None,
+        reproduction_tests=reproductions,
+        exclude_regression=ask_model if use_model else None,
         max_groups=cfg.max_groups,
     )
-    return {**selection.to_row(), "regression_tests": tests}
+    return {**selection.to_row(), "regression_tests": tests, "reproduction_parsed": len(reproductions)}
 
 
-def prediction_metadata(cfg: RunConfig) -> dict[str, Any]:
+def prediction_metadata(cfg: RunConfig, rerank_row: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What shaped a prediction, kept with it: above all whether it used labels derived from the gold
-    patch (the harness reads only instance_id, model_name_or_path and model_patch)."""
+    patch (the harness reads only instance_id, model_name_or_path and model_patch), and with reproduction
+    tests on, how many were sampled, parsed and kept (failing at the base), and how many the chosen
+    patch passes."""
     regression = (
         ("gold PASS_TO_PASS" if cfg.regression_from_gold else "repository tests") if cfg.regression else None
     )
-    return {
+    meta: dict[str, Any] = {
         "uses_gold_labels": cfg.regression and cfg.regression_from_gold,
         "regression": regression,
         "reproduction": cfg.reproduction,
         "num_samples": cfg.num_samples,
     }
+    if cfg.regression and cfg.regression_model_filter:
+        meta["regression_model_filter"] = True
+    if cfg.reproduction:
+        row = rerank_row or {}
+        chosen = next((g for g in row.get("groups", []) if row.get("chosen") in g["members"]), None)
+        meta["reproduction_tests"] = {
+            "sampled": cfg.reproduction_samples,
+            "parsed": row.get("reproduction_parsed", 0),
+            "kept": len(row.get("reproduction_kept", [])),
+            "passed_by_chosen": chosen.get("reproduction_passed") if chosen else None,
+        }
+    return meta
 
 
 # -- the whole run --------------------------------------------------------------------------------------
@@ -429,7 +472,7 @@ def run(instances: Sequence[Instance], out_dir: Path, ctx: Context, cfg: RunConf
                 "instance_id": inst.instance_id,
                 "model_name_or_path": cfg.model_name,
                 "model_patch": patch,
-                "metadata": prediction_metadata(cfg),
+                "metadata": prediction_metadata(cfg, row),
             }
         )
     return predictions.path

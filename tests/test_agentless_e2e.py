@@ -17,7 +17,9 @@ from agentless.instances import Instance
 from agentless.localize.index import IndexCache
 from agentless.pipeline import PREDICTION_KEYS, Context, RunConfig, run, stage_path
 from agentless.repos import RepoCache
+from agentless.rerank.select import PatchCandidate, select_patch
 from agentless.sampling import EngineSampler
+from swerl.edit_format import build_git_patch
 from swerl.rollout.base import Completion, SamplingParams
 from swerl.sandbox.bwrap import isolation_available
 
@@ -66,6 +68,14 @@ NOT_FOUND = GOLD_ANSWER.replace("(len(values) - 1)", "(len(values) - 2)", 1)
 FIXED_LINE = "    return total / len(values)\n"
 EQUIVALENT = GOLD_ANSWER.replace(FIXED_LINE, FIXED_LINE.rstrip() + "  # fixed\n")
 REPRO_TEST = "from calc.stats import mean\n\n\ndef test_repro():\n    assert mean([2, 4]) == 3\n"
+PASSES_AT_BASE = "from calc.stats import median\n\n\ndef test_median():\n    assert median([1, 2, 3]) == 2\n"
+SINGLE_VALUE = "from calc.stats import mean\n\n\ndef test_single():\n    assert mean([5]) == 5\n"
+# Reproduction answers by sample: a real one, one that passes before any fix (not kept), prose (not
+# parsed), a second real one.
+REPRO_ANSWERS = [
+    f"```python\n{t}```" if t.startswith("from") else t
+    for t in (REPRO_TEST, PASSES_AT_BASE, "It fails.", SINGLE_VALUE)
+]
 
 
 def _repair_answer(prompt: str, sample: int) -> str:
@@ -73,8 +83,10 @@ def _repair_answer(prompt: str, sample: int) -> str:
         return "```\ncalc/stats.py\n```"
     if "Which functions, methods or classes" in prompt:
         return "```\ncalc/stats.py\nfunction: mean\n```"
+    if "could rightly fail after it" in prompt:  # the regression tests' model filter
+        return "```\ntests/test_stats.py::test_empty\n```"
     if "Write a pytest test file" in prompt:
-        return f"```python\n{REPRO_TEST}```"
+        return REPRO_ANSWERS[sample % len(REPRO_ANSWERS)]
     return [GOLD_ANSWER, MALFORMED, UNKNOWN_PATH, NOT_FOUND, EQUIVALENT, GOLD_ANSWER][sample % 6]
 
 
@@ -105,7 +117,9 @@ def test_scripted_engine_fixes_the_failing_test(demo: tuple[Instance, Path, Path
     instance, clones, root = demo
     engine = ScriptedEngine(_repair_answer)
     ctx = _context(root, clones, engine, CharTokenizer(), backend=True)
-    cfg = RunConfig(model_name="scripted", num_samples=6, regression=True, reproduction=True)
+    cfg = RunConfig(
+        model_name="scripted", num_samples=6, regression=True, regression_model_filter=True, reproduction=True
+    )
     out = tmp_path / "run"
     predictions = run([instance], out, ctx, cfg)
 
@@ -125,13 +139,49 @@ def test_scripted_engine_fixes_the_failing_test(demo: tuple[Instance, Path, Path
     # The regression tests are the repository's own for the edited module, not the dataset's labels.
     assert rerank_row["regression_tests"] == ["tests/test_stats.py"]
     assert rows[0]["metadata"]["uses_gold_labels"] is False
-    assert rerank_row["groups"][0]["reproduction_passed"] is True
+    assert rows[0]["metadata"]["regression_model_filter"] is True
+    assert (
+        "regression tests left out by the model filter: tests/test_stats.py::test_empty"
+        in rerank_row["notes"]
+    )
+    # 4 reproduction tests sampled, 3 parsed, 2 fail at the base and vote; the fix passes both.
+    assert rerank_row["reproduction_kept"] == [0, 2]
+    assert rerank_row["groups"][0]["reproduction_passed"] == 2
+    assert rows[0]["metadata"]["reproduction_tests"] == {
+        "sampled": 4,
+        "parsed": 3,
+        "kept": 2,
+        "passed_by_chosen": 2,
+    }
     repair_calls = [c for c in engine.calls if c.max_new_tokens == cfg.max_new_tokens]
     assert [(c.n, c.temperature) for c in repair_calls] == [(1, 0.0), (5, cfg.temperature)]
 
     preds = read_predictions(predictions)
     report = evaluate_local([instance], preds, ctx.backend, tmp_path / "eval")  # type: ignore[arg-type]
     assert report["resolved_ids"] == [instance.instance_id]
+
+
+@needs_bwrap
+def test_reproduction_consensus_outvotes_the_majority(demo: tuple[Instance, Path, Path]) -> None:
+    """Two samples agree on a fix that breaks single values, one sample has the real fix: the majority
+    vote picks the pair, the reproduction tests that fail at the base pick the fix that passes more."""
+    instance, clones, root = demo
+    ctx = _context(root, clones, ScriptedEngine(_repair_answer), CharTokenizer(), backend=True)
+    path = "calc/stats.py"
+    old = ctx.repos.read_file(instance.repo, instance.base_commit, path) or ""
+    buggy = "    return total / (len(values) - 1)\n"
+    half = old.replace(buggy, "    return total / len(values) if len(values) > 1 else 0.0\n")
+    fixed = old.replace(buggy, FIXED_LINE)
+    candidates = [
+        PatchCandidate(i, build_git_patch({path: old}, {path: new}), {path: old}, {path: new})
+        for i, new in enumerate([half, half, fixed])
+    ]
+    assert select_patch(instance, candidates).chosen == 0  # plain majority
+    tests = [REPRO_TEST, PASSES_AT_BASE, SINGLE_VALUE]
+    chosen = select_patch(instance, candidates, backend=ctx.backend, reproduction_tests=tests)
+    assert chosen.chosen == 2
+    assert chosen.reproduction_kept == [0, 2]  # the median test passes at the base: it cannot vote
+    assert {g.group.representative: g.reproduction_passed for g in chosen.groups} == {0: 1, 2: 2}
 
 
 def test_resume_skips_finished_instances(demo: tuple[Instance, Path, Path], tmp_path: Path) -> None:

@@ -82,8 +82,43 @@ def test_rank_files_uses_the_deepest_frame_and_demotes_tests(tmp_path: Path) -> 
     assert [r.path for r in ranked].index("tests/test_headers.py") > 1
     by_module = rank_files(index, "`shop.pricing.discount` ignores the rate")
     assert by_module[0].path == "shop/pricing.py"
+    assert index.by_module("shop.pricing.discount") == ["shop/pricing.py"]
+    assert index.by_module("shop.io") == ["shop/io/__init__.py"]
+    assert index.by_module("shop") == [] and index.by_module("shop.Cart") == []  # the bare package
     by_symbol = rank_files(index, "Cart.total() is wrong when items is a generator")
     assert by_symbol[0].path == "shop/cart.py"
+
+
+def test_pasted_output_is_not_read_as_names_and_options_point_to_their_declaration(tmp_path: Path) -> None:
+    """A pasted log or package list in a fenced block names everything it mentions; read as code names,
+    its words pull up whichever file defines `version` or `report`. A command-line option
+    (`--dry-run`) points to the file that declares it, not to the tests that pass it."""
+    files = {
+        "tool/main.py": (
+            "def add_options(parser):\n    parser.addoption('--dry-run', action='store_true')\n\n\n"
+            "def session(config):\n    return config\n"
+        ),
+        "tool/report.py": "def report(items):\n    return items\n\n\ndef version():\n    return 1\n",
+        "tool/dry.py": 'def dry_items(tree):\n    """Dry run of the items."""\n    return 1\n',
+        "tests/test_main.py": "def test_dry():\n    run('--dry-run')\n",
+    }
+    issue = (
+        "Add a shortcut for --dry-run\n\nTyping the long option is slow.\n\n"
+        "```\nPackage  version\nreport   1.0\npluggy   0.13\n```\n"
+    )
+    sig = extract_signals(issue)
+    assert sig.options == ["--dry-run"]
+    assert "version" not in sig.identifiers and "report" not in sig.identifiers
+    assert extract_signals("```\nx = parse_header(line)\n```").identifiers["parse_header"] >= 1
+    repos, sha = _repo(tmp_path, files)
+    index = IndexCache(repos).get("shop/shop", sha)
+    ranked = {r.path: r for r in rank_files(index, issue)}
+    assert "symbol" not in ranked["tool/report.py"].reasons  # before: `version` and `report` matched
+    assert "option" in ranked["tool/main.py"].reasons and "option" not in ranked["tests/test_main.py"].reasons
+    order = [r.path for r in rank_files(index, issue)]
+    assert order.index("tool/main.py") < order.index("tool/dry.py")
+    without = [r.path for r in rank_files(index, issue, weights=RankWeights(option=0))]
+    assert without.index("tool/main.py") > without.index("tool/dry.py")  # BM25 alone prefers it
 
 
 def test_vendored_copies_docs_and_package_metadata_are_demoted(tmp_path: Path) -> None:

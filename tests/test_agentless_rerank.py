@@ -8,6 +8,7 @@ from agentless.execution.base import TestRun, parse_pytest_report
 from agentless.instances import Instance
 from agentless.report import gold_changed_lines, score_instance, summarize
 from agentless.rerank.normalize import normalize_source, normalized_key
+from agentless.rerank.regression import parse_excluded_tests, regression_filter_messages
 from agentless.rerank.select import PatchCandidate, related_test_files, select_patch
 from agentless.rerank.vote import group_candidates, majority_vote
 from swerl.edit_format import build_git_patch
@@ -157,3 +158,35 @@ def test_gold_pass_to_pass_only_on_request_and_recorded() -> None:
         "num_samples": honest.num_samples,
     }
     assert regression_tests(inst, [], None, RunConfig()) is None  # type: ignore[arg-type]
+
+
+class OldBehaviourBackend:
+    """`test_old` asserts the buggy output: the right fix (x + 1) breaks it, a no-op edit does not."""
+
+    def run_tests(self, instance: Instance, tests: Sequence[str], patches: Sequence[str] = ()) -> TestRun:
+        fixed = any("x + 1" in p for p in patches)
+        return TestRun("ok", {t: "FAILED" if fixed and t.endswith("test_old") else "PASSED" for t in tests})
+
+
+def test_model_filter_leaves_out_tests_a_fix_may_rightly_break() -> None:
+    inst = Instance("o__r-1", "o/r", "a" * 40, "f should add one")
+    noop = "def f(x):\n    y = x\n    return y - 1\n"
+    candidates = [_cand(0, GOOD), _cand(1, GOOD), _cand(2, noop)]
+    tests = ["t.py::test_old", "t.py::test_other"]
+    strict = select_patch(inst, candidates, backend=OldBehaviourBackend(), regression_tests=tests)
+    assert strict.chosen == 2  # the no-op breaks nothing, so it beats the fix
+    answer = "```\nt.py::test_old\nt.py::test_made_up\n```"
+    asked: list[list[str]] = []
+
+    def model(passing: list[str]) -> list[str]:
+        asked.append(passing)
+        return parse_excluded_tests(answer, passing)
+
+    filtered = select_patch(
+        inst, candidates, backend=OldBehaviourBackend(), regression_tests=tests, exclude_regression=model
+    )
+    assert asked == [tests] and filtered.chosen == 0  # both groups now break nothing: the majority wins
+    assert any("t.py::test_old" in note for note in filtered.notes)
+    assert parse_excluded_tests("none of them", tests) == []  # no block: nothing is dropped
+    messages = regression_filter_messages("f should add one", tests)
+    assert "t.py::test_other" in messages[0]["content"] and "f should add one" in messages[0]["content"]

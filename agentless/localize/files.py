@@ -1,7 +1,8 @@
 """File localization: a model-free ranking, a model's ranking over a compact tree, and their merge.
 
 The model-free ranking is BM25 over file contents plus boosts for what the issue names outright (paths,
-stack frames, modules, defined names) and a demotion of test files (fixes land in source files). It
+stack frames, modules, defined names, command-line options) and a demotion of test files (fixes land in
+source files). It
 needs no model, so localization stays useful with a weak or untrained policy. The model sees only a
 compact tree and the issue, which is cheap, and its picks are fused with the model-free list by
 reciprocal rank, so either source can pull a file up without the other's consent.
@@ -33,6 +34,7 @@ class RankWeights:
     symbol: float = 1.0
     symbol_cap: float = 2.5
     max_symbol_files: int = 6
+    option: float = 1.0
     test_factor: float = 0.3
     peripheral_factor: float = 0.3
     init_factor: float = 0.6
@@ -102,6 +104,11 @@ def rank_files(
                 symbol_scores[path] += w.symbol * min(1.0, count / 2) / len(defining)
     for path, value in symbol_scores.items():
         reasons[path]["symbol"] = min(value, w.symbol_cap)
+    for option in sig.options:
+        # Tests pass options as literals too; the file that declares one is the one that handles it.
+        declaring = [p for p in index.spelling_option(option) if not is_test_path(p)]
+        if 0 < len(declaring) <= w.max_symbol_files:
+            _spread(reasons, declaring, "option", w.option)
     ranked = []
     for path, parts in reasons.items():
         score = sum(parts.values())

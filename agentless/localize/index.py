@@ -27,22 +27,28 @@ from data_pipeline.bm25 import doc_stats
 SOURCE_SUFFIXES = (".py", ".pyx", ".pyi")
 MAX_INDEXED_BYTES = 1 << 20
 """Files above this size (generated tables, vendored bundles) are listed but not indexed."""
-_STORE_VERSION = 2
+_STORE_VERSION = 3
 _DEF = re.compile(r"(?m)^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)")
+# A command-line option written as a string literal: how argparse, optparse, click and pytest's
+# addoption declare them.
+_OPTION_LITERAL = re.compile(r"""["'](--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)["']""")
 
 
 @dataclass(frozen=True)
 class BlobStats:
-    """What ranking needs from one file's content: BM25 term counts, length, and the names it defines."""
+    """What ranking needs from one file's content: BM25 term counts, length, the names it defines and the
+    command-line options it spells out."""
 
     counts: Counter[str]
     length: int
     symbols: tuple[str, ...]
+    options: tuple[str, ...] = ()
 
 
 def blob_stats(text: str) -> BlobStats:
     counts, length = doc_stats(text)
-    return BlobStats(counts, length, tuple(dict.fromkeys(_DEF.findall(text))))
+    symbols = tuple(dict.fromkeys(_DEF.findall(text)))
+    return BlobStats(counts, length, symbols, tuple(dict.fromkeys(_OPTION_LITERAL.findall(text))))
 
 
 def is_source(path: str) -> bool:
@@ -93,6 +99,7 @@ class RepoIndex:
     stats: dict[str, BlobStats]
     _suffixes: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _defs: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _options: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     @property
     def paths(self) -> list[str]:
@@ -118,13 +125,16 @@ class RepoIndex:
 
     def by_module(self, dotted: str) -> list[str]:
         """Files a dotted name can refer to: `a.b.c` -> a/b/c.py, a/b/c/__init__.py, else a/b.py (c is
-        an attribute), searched as path tails so a `src/` layout works too."""
+        an attribute), searched as path tails so a `src/` layout works too.
+
+        A bare top-level name (`import pytest`, `pydicom.Dataset` read as `pydicom`) refers to nothing:
+        every example imports the package, and its `__init__.py` is rarely where the fix goes."""
         parts = dotted.split(".")
-        for stop in range(len(parts), 0, -1):
+        for stop in range(len(parts), 1, -1):
             stem = "/".join(parts[:stop])
             for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
                 found = [p for p in self._lookup_tail(candidate) if is_source(p)]
-                if found and (stop > 1 or len(parts) == 1):
+                if found:
                     return found
         return []
 
@@ -140,6 +150,15 @@ class RepoIndex:
                 for symbol in st.symbols:
                     self._defs.setdefault(symbol, []).append(path)
         return self._defs.get(name, [])
+
+    def spelling_option(self, option: str) -> list[str]:
+        """Source files that hold `option` (`--fixtures`) as a string literal: where it is declared, or
+        in tests, passed."""
+        if not self._options:
+            for path, st in self.stats.items():
+                for opt in st.options:
+                    self._options.setdefault(opt, []).append(path)
+        return self._options.get(option, [])
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

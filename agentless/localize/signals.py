@@ -19,7 +19,10 @@ _PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:py|pyx|pyi|cfg|toml|rs
 _DOTTED = re.compile(r"\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\b")
 _IMPORT = re.compile(r"\b(?:from\s+([\w.]+)\s+import\s+([\w, ()]+)|import\s+([\w.]+(?:\s*,\s*[\w.]+)*))")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_CODE_SPAN = re.compile(r"```.*?```|`[^`\n]+`", re.DOTALL)
+_FENCED = re.compile(r"```.*?```", re.DOTALL)
+_INLINE = re.compile(r"`[^`\n]+`")
+# A command-line option as users type it (`--collect-only`, `--import-mode=importlib`).
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 
 
@@ -40,7 +43,9 @@ class IssueSignals:
     modules: list[str] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
     identifiers: Counter[str] = field(default_factory=Counter)
-    """Names that look like code: in code spans, called, or written in snake_case / CamelCase."""
+    """Names that look like code: in inline code spans, called, or written in snake_case / CamelCase."""
+    options: list[str] = field(default_factory=list)
+    """Command-line options the issue names (`--fixtures`): the file that declares one handles it."""
 
 
 def _looks_like_code(word: str) -> bool:
@@ -72,12 +77,18 @@ def extract_signals(text: str) -> IssueSignals:
         if not re.search(r"\.(py|pyx|txt|rst|cfg|toml|html|org|com)$", dotted):
             modules.append(dotted)
     signals.modules = list(dict.fromkeys(m for m in modules if m))
-    code_text = " ".join(_CODE_SPAN.findall(text))
-    for word in _IDENT.findall(code_text):
+    # An inline span names code on purpose; a fenced block is mostly pasted output (logs, pip lists,
+    # SQL, sessions) whose every word would otherwise count as a name: only code-looking ones count.
+    prose = _FENCED.sub(" ", text)
+    for word in _IDENT.findall(" ".join(_INLINE.findall(prose))):
         signals.identifiers[word] += 2
+    for word in _IDENT.findall(" ".join(_FENCED.findall(text))):
+        if _looks_like_code(word):
+            signals.identifiers[word] += 1
+    signals.options = list(dict.fromkeys(_OPTION.findall(text)))
     for word in _CALL.findall(text):
         signals.identifiers[word] += 1
-    for word in _IDENT.findall(text):
+    for word in _IDENT.findall(prose):
         if _looks_like_code(word):
             signals.identifiers[word] += 1
     for frame in signals.frames:

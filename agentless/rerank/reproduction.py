@@ -1,17 +1,15 @@
-"""Reproduction tests: a pytest file the model writes from the issue, kept only if it fails at the base.
+"""Reproduction tests: pytest files the model writes from the issue, kept only if they fail at the base.
 
-A test that already passes before any fix tells candidates apart no better than no test at all, so
-`check_reproduction` runs it on the unpatched code first. Candidates are later preferred when the kept
-test passes with their patch applied.
+A test that already passes before any fix tells candidates apart no better than no test at all, so the
+reranker (`agentless.rerank.select`) runs them on the unpatched code first. Several are sampled: one
+test can be wrong in either direction, and candidates are ranked by how many kept tests they pass.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
-
-REPRODUCTION_PATH = "test_swerl_reproduction.py"
+from collections.abc import Mapping, Sequence
 
 _PROMPT = """\
 Below is an issue reported on a software repository, and code that is likely involved.
@@ -49,3 +47,9 @@ def parse_reproduction(text: str) -> str | None:
         if has_test:
             return block if block.endswith("\n") else block + "\n"
     return None
+
+
+def parse_reproductions(texts: Sequence[str]) -> list[str]:
+    """The distinct test files among the model's answers, in order (a repeated test would vote twice)."""
+    found = [parse_reproduction(text) for text in texts]
+    return list(dict.fromkeys(t for t in found if t is not None))

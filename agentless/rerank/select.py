@@ -6,7 +6,11 @@ Order of filters (each only narrows the field, never empties it):
    and kept where they pass (`related_test_files` picks the test files of the edited modules, to bound
    the cost); the dataset's PASS_TO_PASS only on request, since those labels come from the gold patch
    and scores that use them are not comparable with published ones.
-2. reproduction: groups whose patch makes the model-written reproduction test pass survive, when any do.
+2. reproduction: several model-written reproduction tests (sampled, as Agentless Mini does) are run at
+   the base; only those that fail there are kept, since a test that already passes cannot tell a fix
+   from no fix. Each group counts the kept tests its patch makes pass, and the groups with the highest
+   count survive (consensus: a patch that many independent tests agree on is more likely right than
+   one a single, possibly wrong, test favours), when any passes at least one.
 Then the largest surviving group wins. Tests run once per *group* (its representative), not per
 sample, and only for the `max_groups` largest groups, which bounds the cost per instance.
 """
@@ -14,7 +18,7 @@ sample, and only for the `max_groups` largest groups, which bounds the cost per 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +34,8 @@ class GroupReport:
     group: Group
     key_digest: str
     regression_failures: int | None = None
-    reproduction_passed: bool | None = None
+    reproduction_passed: int | None = None
+    """How many of the kept reproduction tests pass with this group's patch (None: not run)."""
 
     def to_row(self) -> dict[str, object]:
         return {
@@ -47,6 +52,8 @@ class Selection:
     patch: str
     groups: list[GroupReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    reproduction_kept: list[int] = field(default_factory=list)
+    """Indexes of the reproduction tests that fail at the base commit (the ones that vote)."""
 
     def to_row(self) -> dict[str, object]:
         return {
@@ -54,6 +61,7 @@ class Selection:
             "patch": self.patch,
             "groups": [g.to_row() for g in self.groups],
             "notes": self.notes,
+            "reproduction_kept": self.reproduction_kept,
         }
 
 
@@ -77,11 +85,14 @@ def select_patch(
     *,
     backend: ExecutionBackend | None = None,
     regression_tests: Sequence[str] | None = None,
-    reproduction_test: str | None = None,
+    reproduction_tests: Sequence[str] = (),
+    exclude_regression: Callable[[list[str]], list[str]] | None = None,
     max_groups: int = 8,
 ) -> Selection:
     """Choose among `candidates`. Without a backend (or with neither filter on) this is the plain
-    normalized majority vote. `regression_tests` (test files or ids) turns the regression filter on."""
+    normalized majority vote. `regression_tests` (test files or ids) turns the regression filter on;
+    `reproduction_tests` (test file sources) the reproduction consensus. `exclude_regression` (the model
+    filter) names, among the tests passing at the base, those a fix may rightly break."""
     keyed: list[tuple[int, object]] = []
     notes: list[str] = []
     patches: dict[int, str] = {}
@@ -98,11 +109,14 @@ def select_patch(
     reports = [GroupReport(g, _digest(g.key)) for g in groups]
     field_ = reports[: max_groups if backend is not None else len(reports)]
     if backend is not None and regression_tests is not None:
-        field_ = _regression_filter(instance, field_, patches, backend, regression_tests, notes)
-    if backend is not None and reproduction_test is not None:
-        field_ = _reproduction_filter(instance, field_, patches, backend, reproduction_test, notes)
+        field_ = _regression_filter(
+            instance, field_, patches, backend, regression_tests, notes, exclude_regression
+        )
+    kept: list[int] = []
+    if backend is not None and reproduction_tests:
+        field_, kept = _reproduction_filter(instance, field_, patches, backend, reproduction_tests, notes)
     winner = field_[0].group.representative
-    return Selection(winner, patches[winner], reports, notes)
+    return Selection(winner, patches[winner], reports, notes, kept)
 
 
 def related_test_files(paths: Sequence[str], edited: Sequence[str], limit: int = 4) -> list[str]:
@@ -133,6 +147,7 @@ def _regression_filter(
     backend: ExecutionBackend,
     tests: Sequence[str],
     notes: list[str],
+    exclude: Callable[[list[str]], list[str]] | None = None,
 ) -> list[GroupReport]:
     if not tests:
         notes.append("regression filter skipped: no tests to run")
@@ -144,6 +159,11 @@ def _regression_filter(
         for t, status in baseline.results.items()
         if status in ("PASSED", "XFAIL") and (t in asked or t.split("::", 1)[0] in asked)
     )
+    if exclude is not None and passing:
+        dropped = set(exclude(passing))
+        if dropped:
+            notes.append(f"regression tests left out by the model filter: {', '.join(sorted(dropped))}")
+            passing = [t for t in passing if t not in dropped]
     if baseline.status != "ok" or not passing:
         notes.append(f"regression filter skipped: baseline run {baseline.status}, {len(passing)} passing")
         return field_
@@ -160,30 +180,51 @@ def _failures(run: TestRun, tests: Sequence[str]) -> int:
     return sum(1 for t in tests if not run.passed(t))
 
 
+def reproduction_path(i: int) -> str:
+    """Where the `i`-th reproduction test is written (the repository root, as its prompt says)."""
+    return f"test_swerl_reproduction_{i}.py"
+
+
+def _passed_files(run: TestRun, paths: Sequence[str]) -> set[str]:
+    """The test files of `paths` whose every test passed in `run` (a file with no result did not)."""
+    if run.status != "ok":
+        return set()
+    by_file: dict[str, list[str]] = {}
+    for test, status in run.results.items():
+        by_file.setdefault(test.split("::", 1)[0], []).append(status)
+    return {p for p in paths if by_file.get(p) and all(s == "PASSED" for s in by_file[p])}
+
+
 def _reproduction_filter(
     instance: Instance,
     field_: list[GroupReport],
     patches: Mapping[int, str],
     backend: ExecutionBackend,
-    test_source: str,
+    sources: Sequence[str],
     notes: list[str],
-) -> list[GroupReport]:
-    from agentless.rerank.reproduction import REPRODUCTION_PATH
+) -> tuple[list[GroupReport], list[int]]:
+    """Keep the tests that fail at the base; the groups whose patch passes the most of them survive.
 
-    test_patch = build_git_patch({}, {REPRODUCTION_PATH: test_source})
-    before = backend.run_tests(instance, [REPRODUCTION_PATH], [test_patch])
-    if before.status != "ok" or not before.results or all(s == "PASSED" for s in before.results.values()):
-        notes.append(f"reproduction test not used: it does not fail on the base commit ({before.status})")
-        return field_
-    for report in field_:
-        run = backend.run_tests(
-            instance, [REPRODUCTION_PATH], [patches[report.group.representative], test_patch]
-        )
-        report.reproduction_passed = (
-            run.status == "ok" and bool(run.results) and all(s == "PASSED" for s in run.results.values())
-        )
-    kept = [r for r in field_ if r.reproduction_passed]
+    All tests go into one run per group (each in its own file), so the cost is one run at the base plus
+    one per group, whatever the number of tests."""
+    paths = [reproduction_path(i) for i in range(len(sources))]
+    test_patch = build_git_patch({}, dict(zip(paths, sources, strict=True)))
+    before = backend.run_tests(instance, paths, [test_patch])
+    if before.status != "ok":
+        notes.append(f"reproduction tests not used: the run at the base commit ended {before.status}")
+        return field_, []
+    ran = {t.split("::", 1)[0] for t in before.results}
+    kept = [i for i, p in enumerate(paths) if p in ran and p not in _passed_files(before, [p])]
     if not kept:
-        notes.append("no candidate passes the reproduction test; it was ignored")
-        return field_
-    return kept
+        notes.append(f"reproduction tests not used: none of {len(paths)} fails on the base commit")
+        return field_, []
+    kept_paths = [paths[i] for i in kept]
+    kept_patch = build_git_patch({}, {paths[i]: sources[i] for i in kept})
+    for report in field_:
+        run = backend.run_tests(instance, kept_paths, [patches[report.group.representative], kept_patch])
+        report.reproduction_passed = len(_passed_files(run, kept_paths))
+    best = max(r.reproduction_passed or 0 for r in field_)
+    if best == 0:
+        notes.append(f"no candidate passes any of the {len(kept)} kept reproduction tests; they were ignored")
+        return field_, kept
+    return [r for r in field_ if r.reproduction_passed == best], kept

@@ -169,7 +169,21 @@ def register(groups: argparse._SubParsersAction) -> None:
         "so scores are not comparable with published ones (recorded in each prediction's metadata)",
     )
     run.add_argument(
-        "--reproduction", action="store_true", help="filter by a model-written reproduction test"
+        "--regression-model-filter",
+        action="store_true",
+        help="with --regression: the model names the passing tests a fix may rightly break; left out",
+    )
+    run.add_argument(
+        "--reproduction",
+        action="store_true",
+        help="rank candidates by model-written reproduction tests: those failing at the base vote, and the "
+        "candidates passing the most of them survive",
+    )
+    run.add_argument(
+        "--reproduction-samples",
+        type=positive_int,
+        default=4,
+        help="reproduction tests sampled per instance (one greedy, the rest at --temperature)",
     )
     run.add_argument(
         "--backend",
@@ -379,7 +393,9 @@ def _run(args: argparse.Namespace) -> int:
         prompt_style=args.prompt_style,
         regression=args.regression or args.regression_from_gold_pass_to_pass,
         regression_from_gold=args.regression_from_gold_pass_to_pass,
+        regression_model_filter=args.regression_model_filter,
         reproduction=args.reproduction,
+        reproduction_samples=args.reproduction_samples,
     )
     ctx = _context(args, _sampler(args), _backend(args))
     predictions = run(instances, args.out, ctx, cfg)
