@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import torch
+from tiny_grpo import tiny_grpo, tiny_grpo_config
 
 from swerl.errors import UserError
 from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
@@ -31,11 +32,7 @@ from swerl.rollout.vllm_engine import (
     tensor_parallel_groups,
     to_vllm_sampling_kwargs,
 )
-from swerl.trainers.config import GRPOConfig
-from swerl.trainers.data import Example
-from swerl.trainers.grpo import GRPOTrainer
 from swerl.trainers.loop import load_run
-from swerl.trainers.rewards import token_reward
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,22 +139,8 @@ def test_sleep_wake_and_per_parameter_sync_around_grpo_steps(
     training vLLM holds exactly the trainer's weights (level 2 left them NaN, so a skipped one would show)."""
     model, tokenizer = load_model_and_tokenizer(tiny_dir)
     engine = colocated_engine(str(tiny_dir), rank=0, world_size=1, base_seed=0)
-    config = GRPOConfig(
-        output_dir=str(tmp_path),
-        max_steps=2,
-        num_generations=4,
-        prompts_per_step=2,
-        max_completion_length=6,
-        learning_rate=1e-2,
-        micro_batch_size=8,
-        report_to_tensorboard=False,
-        rollout_engine="vllm",
-    )
-    ids = tokenizer("def f(x):\n    return x + 1\n")["input_ids"]
-    examples = [Example(prompt_ids=ids[: 5 + i]) for i in range(4)]
-    trainer = GRPOTrainer(
-        config, model, tokenizer, examples, token_reward(range(64)), engine=engine, progress=False
-    )
+    config = tiny_grpo_config(tmp_path, "vllm", learning_rate=1e-2)
+    trainer, ids = tiny_grpo(config, model, tokenizer, engine)
     calls = engine.llm.calls
     step = trainer.learner.step
 
@@ -327,31 +310,12 @@ def test_a_lora_grpo_run_samples_from_its_merged_policy_each_step(
     """`use_peft` with `rollout_engine: vllm`, built as `swerl train grpo` builds it: after every step
     vLLM holds the base weights with the trained adapters merged in, so it samples what the policy would."""
     pytest.importorskip("peft")
-    config = GRPOConfig(
-        model_name_or_path=str(tiny_dir),
-        output_dir=str(tmp_path),
-        max_steps=2,
-        num_generations=4,
-        prompts_per_step=2,
-        max_completion_length=6,
-        learning_rate=5e-2,
-        micro_batch_size=8,
-        report_to_tensorboard=False,
-        rollout_engine="vllm",
-        beta=0.05,
-        use_peft=True,
-        lora_r=4,
-        lora_alpha=8.0,
-        lora_dropout=0.0,
-    )
+    lora = {"use_peft": True, "lora_r": 4, "lora_alpha": 8.0, "lora_dropout": 0.0}
+    config = tiny_grpo_config(tmp_path, "vllm", model_name_or_path=str(tiny_dir), beta=0.05, **lora)
     assert [field for field, _ in config.problems()] == ["train_file"]  # given as examples here
     _, policy, tokenizer = load_run(config)
     engine = colocated_engine(str(tiny_dir), rank=0, world_size=1, base_seed=0)
-    ids = tokenizer("def f(x):\n    return x + 1\n")["input_ids"]
-    examples = [Example(prompt_ids=ids[: 5 + i]) for i in range(4)]
-    trainer = GRPOTrainer(
-        config, policy, tokenizer, examples, token_reward(range(64)), engine=engine, progress=False
-    )
+    trainer, ids = tiny_grpo(config, policy, tokenizer, engine)
     history = trainer.train()
     assert history[0]["kl"] == 0.0 and all(math.isfinite(row["reward"]) for row in history)
     prompt = torch.tensor([ids[:6]])

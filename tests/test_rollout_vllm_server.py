@@ -16,16 +16,13 @@ from typing import Any
 
 import pytest
 import torch
+from tiny_grpo import tiny_grpo, tiny_grpo_config
 
 from swerl.errors import UserError
 from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
 from swerl.rollout import HFEngine, SamplingParams
 from swerl.rollout.vllm_server import VLLMServerEngine, wait_for_server
 from swerl.rollout.weight_sync import GlooChannel
-from swerl.trainers.config import GRPOConfig
-from swerl.trainers.data import Example
-from swerl.trainers.grpo import GRPOTrainer
-from swerl.trainers.rewards import token_reward
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_VLLM = Path(__file__).resolve().parent / "fake_vllm"
@@ -76,21 +73,7 @@ def test_grpo_trains_through_the_server_and_pushes_its_weights(
     start = greedy(HFEngine(model, tokenizer), prompt[:6])
     assert before.token_ids == start.token_ids and before.logprobs == pytest.approx(start.logprobs, abs=1e-5)
 
-    config = GRPOConfig(
-        output_dir=str(tmp_path / "run"),
-        max_steps=2,
-        num_generations=4,
-        prompts_per_step=2,
-        max_completion_length=6,
-        learning_rate=5e-2,
-        micro_batch_size=8,
-        report_to_tensorboard=False,
-        rollout_engine="vllm_server",
-    )
-    examples = [Example(prompt_ids=prompt[: 5 + i]) for i in range(4)]
-    trainer = GRPOTrainer(
-        config, model, tokenizer, examples, token_reward(range(64)), engine=engine, progress=False
-    )
+    trainer, _ = tiny_grpo(tiny_grpo_config(tmp_path / "run", "vllm_server"), model, tokenizer, engine)
     history = trainer.train()
     assert len(history) == 2 and history[-1]["sampling/is_weight/mean"] > 0
 
@@ -175,22 +158,7 @@ def trainer_rank(url: str, model_dir: str, run_dir: str, group_port: str, out: s
     dist = init_distributed()
     model, tokenizer = load_model_and_tokenizer(model_dir)
     engine = VLLMServerEngine(url, sender=dist.rank == 0, group_port=int(group_port), weight_backend="gloo")
-    config = GRPOConfig(
-        output_dir=run_dir,
-        max_steps=2,
-        num_generations=4,
-        prompts_per_step=2,
-        max_completion_length=6,
-        learning_rate=5e-2,
-        micro_batch_size=8,
-        report_to_tensorboard=False,
-        rollout_engine="vllm_server",
-    )
-    prompt = tokenizer("def f(x):\n    return x + 1\n")["input_ids"]
-    examples = [Example(prompt_ids=prompt[: 5 + i]) for i in range(4)]
-    trainer = GRPOTrainer(
-        config, model, tokenizer, examples, token_reward(range(64)), engine=engine, progress=False
-    )
+    trainer, prompt = tiny_grpo(tiny_grpo_config(run_dir, "vllm_server"), model, tokenizer, engine)
     steps = len(trainer.train())
     record = {
         "rank": dist.rank,
