@@ -228,9 +228,11 @@ class Manifest:
                     "directory (or delete this one) to change options"
                 )
             return cls(out, data)
-        if out.is_dir() and any(out.iterdir()):
-            # A run writes its manifest before anything else, so these files are someone else's.
-            shown = ", ".join(sorted(p.name for p in out.iterdir())[:3])
+        others = sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) if out.is_dir() else []
+        if others:
+            # A run writes its manifest before anything else, so these files are someone else's (hidden
+            # ones, such as a .gitkeep, do not count).
+            shown = ", ".join(others[:3])
             raise UserError(
                 f"{out} holds other files ({shown}, ...) and no mining run; mine into a new or empty "
                 "directory"

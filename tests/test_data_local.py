@@ -484,6 +484,8 @@ def test_a_folder_of_other_files_is_refused_and_keeping_nothing_is_said(mined, t
     assert sorted(p.name for p in taken.iterdir()) == ["metrics.jsonl"]
     cmd = [sys.executable, "-m", "swerl", "data", "mine", "--local", str(mined["repo"]), "--repo-name"]
     cmd += ["acme/widgets", "--clones", str(tmp_path / "cache"), "--out", str(tmp_path / "rs")]
+    (tmp_path / "rs").mkdir()
+    (tmp_path / "rs" / ".gitkeep").write_text("")  # hidden files are not someone else's outputs
     done = subprocess.run([*cmd, "--languages", "rs", "--quiet"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "rows: 0" in done.stderr and "warning: no row was kept" in done.stderr
