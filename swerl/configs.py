@@ -138,6 +138,12 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 _KIND = {"config.json": "model", "tokenizer_config.json": "tokenizer"}
 
 
+def _is_adapter_dir(path: Path) -> bool:
+    from swerl.models.adapters import is_adapter_dir
+
+    return is_adapter_dir(path)
+
+
 def missing_model(name: str, marker: str = "config.json") -> str | None:
     """Why model `name` cannot be loaded, if that is clear without the network: it names a local
     directory that does not exist, or one that is not a save_pretrained folder (no `marker` file, e.g.
@@ -150,7 +156,9 @@ def missing_model(name: str, marker: str = "config.json") -> str | None:
             return f"{name} is a file; a model is a directory"
         # A save_pretrained folder (or a checkpoint-N of one) always holds `marker`: config.json for a
         # model, tokenizer_config.json for a tokenizer.
-        if not (path / marker).is_file():
+        # A LoRA run's output (RUN/final, checkpoint-N) holds adapters and the name of their base model;
+        # the loaders merge it onto that base.
+        if not (path / marker).is_file() and not (marker == "config.json" and _is_adapter_dir(path)):
             return f"{name} is not a {_KIND[marker]} directory (no {marker}: save_pretrained writes one)"
         return None
     # `runs/model` could be the hub id of owner "runs", but not when ./runs is a directory here.

@@ -332,6 +332,12 @@ CASES = [
         ["run"],
     ),
     Case(
+        "vLLM rollouts without vLLM installed",
+        ["train", "grpo", "--config", "{tmp}/good.yaml", "--set", "rollout_engine=vllm"],
+        "rollout_engine: vllm: VLLMEngine needs vLLM",
+        ["run"],
+    ),
+    Case(
         "--resume a folder that is no checkpoint",
         ["train", "grpo", "--config", "{tmp}/good.yaml", "--resume", "{tmp}/model"],
         "not a checkpoint directory (no trainer_state.json)",

@@ -12,6 +12,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from swerl.errors import UserError
+from swerl.hub import model_problem
 from swerl.models.adapters import is_adapter_dir, merge_to_folder
 from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
 from swerl.trainers.common import lora_config
@@ -102,7 +104,9 @@ def test_adapter_folder_loads_merged_for_eval_and_serving(tiny_dir: Path, tmp_pa
     with torch.no_grad():
         want = trainer.learner.module(input_ids=ids).logits
         base = load_model_and_tokenizer(tiny_dir)[0](input_ids=ids).logits
-    merged, tokenizer = load_model_and_tokenizer(final)  # what `swerl eval --model RUN/final` does
+    # Every command that takes a model accepts the folder (the argument check knows adapters)...
+    assert model_problem(str(final)) is None and config_problem(final) == []
+    merged, tokenizer = load_model_and_tokenizer(final)  # ...and loads it as `swerl eval --model` does
     assert type(merged).__name__ == "LlamaForCausalLM" and len(tokenizer) == len(trainer.tokenizer)
     with torch.no_grad():
         got = merged(input_ids=ids).logits
@@ -117,6 +121,19 @@ def test_adapter_folder_loads_merged_for_eval_and_serving(tiny_dir: Path, tmp_pa
     _, chained, _ = load_run(config)
     with torch.no_grad():
         assert torch.allclose(chained(input_ids=ids).logits, want, atol=1e-4)
+
+
+def config_problem(model: Path) -> list[tuple[str, str]]:
+    config = GRPOConfig(model_name_or_path=str(model), train_file=str(model / "adapter_config.json"))
+    return [p for p in config.missing_inputs() if p[0] == "model_name_or_path"]
+
+
+def test_target_modules_that_match_nothing_are_a_user_error_naming_the_layers(tiny_dir: Path) -> None:
+    config = GRPOConfig(
+        model_name_or_path=str(tiny_dir), output_dir="unused", **{**LORA, "lora_target_modules": ["q_prj"]}
+    )
+    with pytest.raises(UserError, match=r"match no layer of .*q_proj.*v_proj"):
+        load_run(config)
 
 
 def test_lora_sft_loss_falls_with_the_base_frozen(tiny_dir: Path, tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ def test_missing_vllm_gives_clear_import_error(monkeypatch):
     with pytest.raises(ImportError, match=r"pip install 'swerl\[vllm\]'") as err:
         import_vllm()
     assert "CUDA" in str(err.value) and str(err.value) == INSTALL_HINT
+    assert isinstance(err.value, UserError)  # a missing extra is the user's to install, not a bug
     with pytest.raises(ImportError, match="swerl"):
         VLLMEngine("some/model")
 

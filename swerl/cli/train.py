@@ -121,6 +121,13 @@ def load_checked(command: str, args: argparse.Namespace) -> Any:
             for key, why in missing
         )
         raise UserError(found + _hint(args.config))
+    if getattr(config, "rollout_engine", "hf") == "vllm":
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            from swerl.rollout.vllm_engine import INSTALL_HINT
+
+            raise UserError(f"{args.config}: rollout_engine: vllm: {INSTALL_HINT}")
     from swerl.hub import unavailable_model
 
     problem = unavailable_model(config.model_name_or_path)

@@ -51,8 +51,12 @@ from swerl.rollout.weight_sync import full_parameters
 INSTALL_HINT = (
     "VLLMEngine needs vLLM, an optional CUDA-only dependency: pip install 'swerl[vllm]' "
     "(with the constraints file that pins your torch build; vLLM pins its own torch and transformers "
-    "versions, see docs/algorithms.md). On CPU machines use HFEngine."
+    "versions, see docs/algorithms.md). On CPU machines use rollout_engine: hf."
 )
+
+
+class VLLMMissing(UserError, ImportError):
+    """vLLM, an optional extra, is not installed: a setup the user can fix, not a bug."""
 
 
 def import_vllm() -> Any:
@@ -60,7 +64,7 @@ def import_vllm() -> Any:
     try:
         import vllm
     except ImportError as exc:
-        raise ImportError(INSTALL_HINT) from exc
+        raise VLLMMissing(INSTALL_HINT) from exc
     return vllm
 
 

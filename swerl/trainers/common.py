@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from swerl.algorithms import entropy_from_logits, token_logprobs
+from swerl.errors import UserError
 from swerl.learner.layout import latest_checkpoint
 from swerl.models.adapters import require_peft
 from swerl.trainers.config import LoRAConfig, TrainConfig
@@ -86,7 +87,16 @@ def with_adapters(model: Any, config: TrainConfig, ckpt: Path | None) -> Any:
     peft = require_peft()
     if ckpt is not None:
         return peft.PeftModel.from_pretrained(model, str(ckpt), is_trainable=True)
-    return peft.get_peft_model(model, lora_config(config))
+    try:
+        return peft.get_peft_model(model, lora_config(config))
+    except ValueError as err:  # peft's NoMatchingPeftModuleError: no module has a target's name
+        linear = sorted(
+            {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if hasattr(m, "in_features")}
+        )
+        raise UserError(
+            f"lora_target_modules {config.lora_target_modules} match no layer of {config.model_name_or_path} "
+            f"(its linear layers: {', '.join(linear)}; or use all-linear): {str(err).splitlines()[0]}"
+        ) from None
 
 
 def sampling_params(**values: Any) -> Any:
