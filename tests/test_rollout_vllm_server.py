@@ -114,9 +114,11 @@ def test_the_server_reports_bad_requests_and_failed_transfers(server: str) -> No
     channel.close()
 
 
-def test_a_trainer_without_a_server_is_told_how_to_start_one() -> None:
+def test_a_trainer_without_a_server_is_told_how_to_start_one(capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(UserError, match="swerl vllm-serve"):
-        VLLMServerEngine(f"http://127.0.0.1:{free_port()}", connect_timeout=0)
+        VLLMServerEngine(url, connect_timeout=0)
+    assert f"waiting for the vLLM server at {url}" in capsys.readouterr().err  # said before the wait
 
 
 def test_two_training_ranks_share_the_server(server: str, tiny_dir: Path, tmp_path: Path) -> None:

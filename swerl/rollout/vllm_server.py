@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import queue
+import sys
 import threading
 import time
 import urllib.error
@@ -204,6 +205,7 @@ class VLLMServer:
 def wait_for_server(base_url: str, timeout: float) -> None:
     """Poll `GET /health` until it answers 200; a server still loading its model refuses connections."""
     deadline = time.monotonic() + timeout
+    said = False
     while True:
         try:
             with urllib.request.urlopen(base_url.rstrip("/") + "/health", timeout=10) as response:
@@ -211,6 +213,9 @@ def wait_for_server(base_url: str, timeout: float) -> None:
                     return
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
+        if not said:  # a server loading a large model takes minutes: say what the run is waiting for
+            print(f"waiting for the vLLM server at {base_url} (up to {timeout:.0f} s)", file=sys.stderr)
+            said = True
         if time.monotonic() > deadline:
             raise UserError(
                 f"no vLLM server answers at {base_url} after {timeout:.0f} s; start one with "
