@@ -63,6 +63,23 @@ def model_dir():
 def prompts(n, length=96):
     return [[(17 * i + 31 * j) % 8000 + 100 for j in range(length + i)] for i in range(n)]
 
+def pushed_weights_check(engine, model, tok):
+    """Perturb `model` (a policy that is not the folder's), sync it into `engine` and compare greedy answers:
+    (sync seconds, answers equal of 4, largest |log-prob difference|)."""
+    from swerl.rollout import HFEngine, SamplingParams
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    t = time.perf_counter()
+    engine.sync_weights(model)
+    sync_s = time.perf_counter() - t
+    greedy = SamplingParams(n=1, temperature=0, max_new_tokens=16)
+    theirs = engine.generate(prompts(4), greedy)
+    ours = HFEngine(model, tok).generate([c[0].prompt_ids for c in theirs], greedy)
+    diffs = [abs(a - b) for t, o in zip(theirs, ours) for a, b in zip(t[0].logprobs, o[0].logprobs)]
+    same = sum(t[0].token_ids == o[0].token_ids for t, o in zip(theirs, ours))
+    return sync_s, same, max(diffs)
+
 def zero3_config():
     import json
     from pathlib import Path
@@ -125,7 +142,7 @@ row colocate <<'PY'
 from gpu_check_common import *
 require("vllm")
 from swerl.models.tiny import load_model_and_tokenizer
-from swerl.rollout import HFEngine, SamplingParams
+from swerl.rollout import SamplingParams
 from swerl.rollout.vllm_engine import colocated_engine
 path = model_dir()
 engine = colocated_engine(path, rank=0, world_size=1, base_seed=0, gpu_memory_utilization=0.3,
@@ -138,20 +155,10 @@ free_awake = torch.cuda.mem_get_info()[0]
 engine.sleep()
 freed = (torch.cuda.mem_get_info()[0] - free_awake) / 2**30
 model, tok = load_model_and_tokenizer(path, device="cuda")
-with torch.no_grad():  # a policy that is not the folder's: vLLM must sample from it after the sync
-    for p in model.parameters():
-        p.add_(torch.randn_like(p) * 0.02)
-t = time.perf_counter()
-engine.sync_weights(model)
-sync_s = time.perf_counter() - t
-greedy = SamplingParams(n=1, temperature=0, max_new_tokens=16)
-theirs = engine.generate(prompts(4), greedy)
-ours = HFEngine(model, tok).generate([c[0].prompt_ids for c in theirs], greedy)
-diffs = [abs(a - b) for t, o in zip(theirs, ours) for a, b in zip(t[0].logprobs, o[0].logprobs)]
-same = sum(t[0].token_ids == o[0].token_ids for t, o in zip(theirs, ours))
-print(f"sleep freed {freed:.2f} GiB; sync {sync_s:.2f} s; greedy answers equal {same}/4; max |dlogp| {max(diffs):.3g}")
-assert freed > 0.1 and max(diffs) < 0.1, "sleep freed nothing, or vLLM does not sample from the synced weights"
-print(f"RESULT {n / dt:,.0f} tok/s; sleep freed {freed:.2f} GiB; sync {sync_s:.2f} s; max |dlogp| {max(diffs):.2g}")
+sync_s, same, diff = pushed_weights_check(engine, model, tok)  # vLLM must sample from the synced policy
+print(f"sleep freed {freed:.2f} GiB; sync {sync_s:.2f} s; greedy answers equal {same}/4; max |dlogp| {diff:.3g}")
+assert freed > 0.1 and diff < 0.1, "sleep freed nothing, or vLLM does not sample from the synced weights"
+print(f"RESULT {n / dt:,.0f} tok/s; sleep freed {freed:.2f} GiB; sync {sync_s:.2f} s; max |dlogp| {diff:.2g}")
 PY
 
 row grpo <<'PY'
@@ -188,9 +195,8 @@ PY
 row server <<'PY'
 from gpu_check_common import *
 require("vllm")
-import os, socket, subprocess
+import socket, subprocess
 from swerl.models.tiny import load_model_and_tokenizer
-from swerl.rollout import HFEngine, SamplingParams
 from swerl.rollout.vllm_server import VLLMServerEngine
 path = model_dir()
 with socket.socket() as s:
@@ -203,19 +209,10 @@ try:
     # One GPU: the trainer side stays on the CPU and sends over gloo (NCCL needs a second device).
     engine = VLLMServerEngine(f"http://127.0.0.1:{port}", device="cpu", weight_backend="gloo", connect_timeout=240)
     model, tok = load_model_and_tokenizer(path)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.02)
-    t = time.perf_counter()
-    engine.sync_weights(model)
-    sync_s = time.perf_counter() - t
-    greedy = SamplingParams(n=1, temperature=0, max_new_tokens=16)
-    theirs = engine.generate(prompts(4), greedy)
-    ours = HFEngine(model, tok).generate([c[0].prompt_ids for c in theirs], greedy)
-    diffs = [abs(a - b) for t, o in zip(theirs, ours) for a, b in zip(t[0].logprobs, o[0].logprobs)]
+    sync_s, _, diff = pushed_weights_check(engine, model, tok)
     engine.close()
-    assert max(diffs) < 0.1, "the server does not sample from the pushed weights"
-    print(f"RESULT sync over gloo {sync_s:.2f} s; max |dlogp| {max(diffs):.2g}")
+    assert diff < 0.1, "the server does not sample from the pushed weights"
+    print(f"RESULT sync over gloo {sync_s:.2f} s; max |dlogp| {diff:.2g}")
 finally:
     server.terminate(); server.wait(timeout=60)
 PY
