@@ -45,14 +45,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     sys.path.insert(0, str(FAKE_VLLM))
-    for name, value in {
-        "RANK": "0",
-        "LOCAL_RANK": "0",
-        "WORLD_SIZE": "1",
-        "MASTER_ADDR": "127.0.0.1",
-    }.items():
-        os.environ.setdefault(name, value)
+    from swerl.learner.dist import ensure_single_process_env
+
     os.environ.setdefault("MASTER_PORT", str(free_port()))
+    ensure_single_process_env()  # the external launcher reads a torchrun rendezvous
     from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
     from swerl.rollout.vllm_engine import VLLMEngine
     from swerl.rollout.vllm_server import VLLMServerEngine

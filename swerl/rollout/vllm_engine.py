@@ -40,7 +40,6 @@ this process: with the external launcher, or `VLLM_ENABLE_V1_MULTIPROCESSING=0`)
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -339,6 +338,8 @@ def colocated_engine(
     defaults are set. `sleep_level` defaults to 2: the trainer reloads every weight after each update,
     so keeping a CPU copy of the old ones (level 1) buys nothing.
     """
+    from swerl.learner.dist import ensure_single_process_env
+
     tp = int(rollout_kwargs.get("tensor_parallel_size", 1))
     groups = tensor_parallel_groups(world_size, tp)
     tp_group = None
@@ -346,10 +347,7 @@ def colocated_engine(
         import torch.distributed as torch_dist
 
         tp_group, _ = torch_dist.new_subgroups_by_enumeration(groups)
-    for name, value in (("RANK", rank), ("LOCAL_RANK", rank), ("WORLD_SIZE", world_size)):
-        os.environ.setdefault(name, str(value))
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    ensure_single_process_env()  # under torchrun the launcher's variables stand
     kwargs: dict[str, Any] = {"sleep_level": 2, **rollout_kwargs}
     return VLLMEngine(
         model,
