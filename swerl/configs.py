@@ -135,32 +135,27 @@ def format_fields(cls: type) -> str:
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
 
-_KIND = {"config.json": "model", "tokenizer_config.json": "tokenizer"}
-
-
-def _is_adapter_dir(path: Path) -> bool:
-    from swerl.models.adapters import is_adapter_dir
-
-    return is_adapter_dir(path)
-
-
-def missing_model(name: str, marker: str = "config.json") -> str | None:
-    """Why model `name` cannot be loaded, if that is clear without the network: it names a local
-    directory that does not exist, or one that is not a save_pretrained folder (no `marker` file, e.g.
-    a folder of data given by mistake, which transformers reports as a missing tokenizer backend). A
-    Hugging Face hub id is `name` or `owner/name`; a path with more
-    parts, or one that starts with `.`, `/` or `~`, cannot be one."""
+def missing_model(name: str, tokenizer: bool = False) -> str | None:
+    """Why model (with `tokenizer`, tokenizer) `name` cannot be loaded, if that is clear without the
+    network: it names a local directory that does not exist, or one that is not a save_pretrained folder
+    (e.g. a folder of data given by mistake, which transformers reports as a missing tokenizer backend).
+    A Hugging Face hub id is `name` or `owner/name`; a path with more parts, or one that starts with `.`,
+    `/` or `~`, cannot be one."""
     path = Path(name)
     if path.exists():
         if not path.is_dir():
             return f"{name} is a file; a model is a directory"
-        # A save_pretrained folder (or a checkpoint-N of one) always holds `marker`: config.json for a
-        # model, tokenizer_config.json for a tokenizer.
-        # A LoRA run's output (RUN/final, checkpoint-N) holds adapters and the name of their base model;
-        # the loaders merge it onto that base.
-        if not (path / marker).is_file() and not (marker == "config.json" and _is_adapter_dir(path)):
-            return f"{name} is not a {_KIND[marker]} directory (no {marker}: save_pretrained writes one)"
-        return None
+        # save_pretrained always writes `marker` (a checkpoint-N too). A LoRA run's output (RUN/final,
+        # checkpoint-N) holds adapters instead, which the loaders merge onto the base they name.
+        kind, marker = ("tokenizer", "tokenizer_config.json") if tokenizer else ("model", "config.json")
+        if (path / marker).is_file():
+            return None
+        if not tokenizer:
+            from swerl.models.adapters import is_adapter_dir  # loads torch: only folders without config.json
+
+            if is_adapter_dir(path):
+                return None
+        return f"{name} is not a {kind} directory (no {marker}: save_pretrained writes one)"
     # `runs/model` could be the hub id of owner "runs", but not when ./runs is a directory here.
     looks_local = name.startswith((".", "~", "/")) or (len(path.parts) > 1 and path.parent.is_dir())
     if _HUB_ID.fullmatch(name) and not looks_local:

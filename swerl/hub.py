@@ -55,5 +55,4 @@ def model_problem(name: str, tokenizer: bool = False) -> str | None:
     loading it: a local path that is not such a folder, or a hub id that is neither cached nor reachable."""
     from swerl.configs import missing_model
 
-    marker = "tokenizer_config.json" if tokenizer else "config.json"
-    return missing_model(name, marker) or unavailable_model(name)
+    return missing_model(name, tokenizer) or unavailable_model(name)

@@ -300,14 +300,13 @@ def _sampler(args: argparse.Namespace) -> Any:
     from agentless.sampling import EngineSampler
     from swerl.hub import model_problem
 
-    # With a server, --model is the served model's name; only a tokenizer is loaded here.
-    loaded = {"--tokenizer": args.tokenizer}
-    if not (args.openai_base_url and args.tokenizer):
-        loaded["--model"] = args.model
-    for option, name in loaded.items():
-        problem = name and model_problem(
-            name, tokenizer=option == "--tokenizer" or bool(args.openai_base_url)
-        )
+    # With a server, --model is the served model's name and only a tokenizer is loaded here.
+    serving = bool(args.openai_base_url)
+    loaded = [("--tokenizer", args.tokenizer, True)]
+    if not (serving and args.tokenizer):
+        loaded.append(("--model", args.model, serving))
+    for option, name, tokenizer in loaded:
+        problem = name and model_problem(name, tokenizer=tokenizer)
         if problem:
             raise UserError(f"{option}: {problem}")
     if args.openai_base_url:
