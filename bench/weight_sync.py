@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -23,12 +22,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_VLLM = ROOT / "tests" / "fake_vllm"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def timed(fn: object, repeats: int) -> list[float]:
@@ -46,6 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(FAKE_VLLM))
     from swerl.learner.dist import ensure_single_process_env
+    from swerl.net import free_port
 
     os.environ.setdefault("MASTER_PORT", str(free_port()))
     ensure_single_process_env()  # the external launcher reads a torchrun rendezvous

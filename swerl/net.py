@@ -32,3 +32,12 @@ def reachable(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
             return True
     except OSError:
         return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on now: the kernel's pick for a socket bound to port 0, closed again.
+    For a rendezvous or a server about to be started here (another process may take it in between, so a
+    caller that can should bind port 0 itself and report the port it got)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from swerl.hub import model_problem, unavailable_model
+from swerl.net import free_port
 
 _NO_PROXY = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
@@ -27,12 +28,6 @@ def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _cache_model(cache: Path, repo_id: str) -> None:
     """The layout `huggingface_hub` writes for one downloaded file of `repo_id`'s main branch."""
     root = cache / f"models--{repo_id.replace('/', '--')}"
@@ -44,7 +39,7 @@ def _cache_model(cache: Path, repo_id: str) -> None:
 
 
 def test_unreachable_hub_is_refused_quickly(hub_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     started = time.monotonic()
     problem = unavailable_model("someone/some-model")
     assert problem is not None and "someone/some-model" in problem and "cannot be reached" in problem
@@ -59,7 +54,7 @@ def test_reachable_hub_and_cached_model_and_local_dir_pass(
         server.listen()
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
         assert unavailable_model("someone/some-model") is None
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     _cache_model(hub_env, "someone/cached-model")
     assert unavailable_model("someone/cached-model") is None
     assert unavailable_model(str(tmp_path)) is None
@@ -68,7 +63,7 @@ def test_reachable_hub_and_cached_model_and_local_dir_pass(
 def test_offline_switch_refuses_uncached_and_proxy_skips_probe(
     hub_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert "HF_HUB_OFFLINE" in (unavailable_model("someone/some-model") or "")
     monkeypatch.delenv("HF_HUB_OFFLINE")
@@ -81,7 +76,7 @@ def test_eval_refuses_unreachable_model_in_one_line(tmp_path: Path) -> None:
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
         "HF_HOME": str(tmp_path / "hf"),
-        "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}",
+        "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}",
     }
     started = time.monotonic()
     run = subprocess.run(
@@ -104,7 +99,7 @@ def test_train_refuses_unreachable_model_before_creating_the_run(tmp_path: Path)
         f"model_name_or_path: someone/some-model\ntrain_file: {rows}\noutput_dir: {tmp_path / 'run'}\n"
     )
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HOME": str(tmp_path / "hf")}
-    env["HF_ENDPOINT"] = f"http://127.0.0.1:{_closed_port()}"
+    env["HF_ENDPOINT"] = f"http://127.0.0.1:{free_port()}"
     run = subprocess.run(
         [sys.executable, "-m", "swerl", "train", "grpo", "--config", str(config)],
         capture_output=True,
@@ -119,7 +114,7 @@ def test_train_refuses_unreachable_model_before_creating_the_run(tmp_path: Path)
 
 def test_github_mining_refuses_unreachable_api_before_writing(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    api = f"http://127.0.0.1:{_closed_port()}"
+    api = f"http://127.0.0.1:{free_port()}"
     command = ["data", "mine", "--github", "psf/requests", "--api-url", api, "--out", str(tmp_path / "out")]
     run = subprocess.run(
         [sys.executable, "-m", "swerl", *command],
@@ -138,7 +133,7 @@ def test_agentless_refuses_unreachable_model_before_any_instance(tmp_path: Path)
     row = {"instance_id": "o__r-1", "repo": "o/r", "base_commit": "0" * 40, "problem_statement": "bug"}
     dataset.write_text(json.dumps(row) + "\n")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HOME": str(tmp_path / "hf")}
-    env["HF_ENDPOINT"] = f"http://127.0.0.1:{_closed_port()}"
+    env["HF_ENDPOINT"] = f"http://127.0.0.1:{free_port()}"
     command = ["agentless", "run", "--dataset", str(dataset), "--model", "someone/some-model"]
     run = subprocess.run(
         [sys.executable, "-m", "swerl", *command, "--out", str(tmp_path / "out")],

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from tiny_grpo import tiny_grpo, tiny_grpo_config
 
 from swerl.errors import UserError
 from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
+from swerl.net import free_port
 from swerl.rollout import HFEngine, RolloutEngine, SamplingParams
 from swerl.rollout.vllm_engine import (
     INSTALL_HINT,
@@ -233,12 +233,6 @@ def test_a_tensor_parallel_group_samples_together_with_one_seed(tiny_dir: Path, 
     assert [len(g) for g in ranks[1]["tp2"]["answers"]] == [4, 4]
     assert ranks[0]["tp2"]["next_draw"] == ranks[1]["tp2"]["next_draw"]  # one engine: the same draws
     assert ranks[0]["tp1"]["next_draw"] != ranks[1]["tp1"]["next_draw"]  # two engines, two seeds
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tp_worker(model_dir: str, out: str) -> None:

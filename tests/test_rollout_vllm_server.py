@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -20,18 +19,13 @@ from tiny_grpo import tiny_grpo, tiny_grpo_config
 
 from swerl.errors import UserError
 from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
+from swerl.net import free_port
 from swerl.rollout import HFEngine, SamplingParams
 from swerl.rollout.vllm_server import VLLMServerEngine, wait_for_server
 from swerl.rollout.weight_sync import GlooChannel
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_VLLM = Path(__file__).resolve().parent / "fake_vllm"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
