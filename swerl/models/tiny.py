@@ -195,13 +195,18 @@ def build_tiny_model(
     return out
 
 
+def parse_dtype(name: str) -> torch.dtype:
+    """The torch dtype named `name` ('bfloat16' or 'torch.bfloat16'); anything else is refused."""
+    dtype = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise UserError(f"unknown dtype {name!r} (e.g. float32, bfloat16, float16 or auto)")
+    return dtype
+
+
 def _resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | str | None:
     if dtype is None or isinstance(dtype, torch.dtype) or dtype == "auto":
         return dtype
-    try:
-        return getattr(torch, dtype.removeprefix("torch."))
-    except AttributeError:
-        raise UserError(f"unknown dtype {dtype!r} (e.g. float32, bfloat16, float16 or auto)") from None
+    return parse_dtype(dtype)
 
 
 def load_model_and_tokenizer(

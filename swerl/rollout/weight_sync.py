@@ -27,6 +27,8 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
+from swerl.models.tiny import parse_dtype
+
 CHANNEL_BACKENDS = ("nccl", "gloo")
 
 
@@ -87,14 +89,6 @@ def merged_adapter_parameters(model: Any) -> Iterator[tuple[str, Tensor]]:
 def dtype_name(dtype: torch.dtype) -> str:
     """'bfloat16' for torch.bfloat16: how a dtype travels in JSON."""
     return str(dtype).removeprefix("torch.")
-
-
-def parse_dtype(name: str) -> torch.dtype:
-    """The torch dtype named `name` ('bfloat16' or 'torch.bfloat16'); anything else is refused."""
-    dtype = getattr(torch, name.removeprefix("torch."), None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"not a torch dtype: {name!r}")
-    return dtype
 
 
 class TensorChannel(Protocol):
