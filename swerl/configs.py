@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import sys
 import types
 import typing
 from collections.abc import Sequence
@@ -269,4 +270,6 @@ def _validated(cls: type[T], values: dict[str, Any], origins: dict[str, str], de
     found = getattr(config, "problems", lambda: [])()
     if found:
         raise UserError("; ".join(f"{label(key)}: {text}" for key, text in found))
+    for key, text in getattr(config, "ignored_settings", lambda keys: [])(origins):
+        print(f"swerl: warning: {label(key)}: {text}", file=sys.stderr)
     return config

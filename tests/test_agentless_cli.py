@@ -165,6 +165,17 @@ def test_run_without_a_model_localizes_and_stages_refuse_other_options(
     assert _main(["agentless", "localize", *args]) == 0  # same options: resumes
 
 
+@pytest.mark.parametrize(
+    ("option", "parent"),
+    [(["--reproduction-samples", "8"], "--reproduction"), (["--regression-model-filter"], "--regression")],
+)
+def test_an_option_without_the_option_it_refines_is_an_error(option: list[str], parent: str) -> None:
+    # Before any dataset or model is read: the run would otherwise go on without the option's effect.
+    argv = ["agentless", "run", "--dataset", "no-such.jsonl", "--out", "unused", "--model", "m", *option]
+    with pytest.raises(UserError, match=rf"^{option[0]} .*: add {parent}$"):
+        _main(argv)
+
+
 def test_report_names_instances_whose_stage_failed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

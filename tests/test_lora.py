@@ -128,12 +128,46 @@ def config_problem(model: Path) -> list[tuple[str, str]]:
     return [p for p in config.missing_inputs() if p[0] == "model_name_or_path"]
 
 
-def test_target_modules_that_match_nothing_are_a_user_error_naming_the_layers(tiny_dir: Path) -> None:
-    config = GRPOConfig(
-        model_name_or_path=str(tiny_dir), output_dir="unused", **{**LORA, "lora_target_modules": ["q_prj"]}
-    )
-    with pytest.raises(UserError, match=r"match no layer of .*q_proj.*v_proj"):
+@pytest.mark.parametrize(
+    ("field", "names", "typo"),
+    [
+        ("lora_target_modules", ["q_prj"], "q_prj"),
+        # peft would adapt q_proj alone and pass over the typo: fewer layers trained than asked, no word.
+        ("lora_target_modules", ["q_proj", "v_prj"], "v_prj"),
+        ("lora_modules_to_save", ["lm_haed"], "lm_haed"),
+    ],
+)
+def test_a_module_name_that_matches_nothing_is_a_user_error_naming_the_layers(
+    tiny_dir: Path, field: str, names: list[str], typo: str
+) -> None:
+    config = GRPOConfig(model_name_or_path=str(tiny_dir), output_dir="unused", **{**LORA, field: names})
+    with pytest.raises(UserError, match=rf"^{field}: {typo} name no module of .*q_proj.*v_proj") as err:
         load_run(config)
+    assert "q_proj," not in str(err.value).split(" name no module")[0]
+
+
+def test_dotted_module_names_match_as_peft_matches_them(tiny_dir: Path) -> None:
+    from swerl.trainers.common import unmatched_module_names
+
+    model = load_run(GRPOConfig(model_name_or_path=str(tiny_dir), output_dir="unused"))[1]
+    names = ["self_attn.q_proj", "model.layers.0.mlp.up_proj", "lm_head", "attn.q_proj", "proj"]
+    assert unmatched_module_names(model, names) == ["attn.q_proj", "proj"]
+
+
+def test_lora_fields_without_use_peft_warn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from swerl.configs import load_config
+
+    path = tmp_path / "run.yaml"
+    path.write_text("model_name_or_path: m\ntrain_file: t.parquet\nlora_r: 8\nlora_alpha: 16\n")
+    load_config(GRPOConfig, path, ["use_rslora=true"])
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        f"swerl: warning: {path}: lora_r: has no effect without use_peft: true",
+        f"swerl: warning: {path}: lora_alpha: has no effect without use_peft: true",
+        "swerl: warning: --set use_rslora: has no effect without use_peft: true",
+    ]
+    load_config(GRPOConfig, path, ["use_peft=true"])
+    assert capsys.readouterr().err == ""
 
 
 def test_lora_sft_loss_falls_with_the_base_frozen(tiny_dir: Path, tmp_path: Path) -> None:

@@ -182,8 +182,8 @@ def register(groups: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--reproduction-samples",
         type=positive_int,
-        default=4,
-        help="reproduction tests sampled per instance (one greedy, the rest at --temperature)",
+        help="with --reproduction: reproduction tests sampled per instance (one greedy, the rest at "
+        "--temperature; default: 4)",
     )
     run.add_argument(
         "--backend",
@@ -375,6 +375,12 @@ def _config(args: argparse.Namespace, **extra: Any) -> Any:
 def _run(args: argparse.Namespace) -> int:
     from agentless.pipeline import run, run_localization
 
+    if args.regression_model_filter and not (args.regression or args.regression_from_gold_pass_to_pass):
+        raise UserError("--regression-model-filter filters the tests of --regression: add --regression")
+    if args.reproduction_samples is not None and not args.reproduction:
+        raise UserError(
+            "--reproduction-samples sets how many tests --reproduction samples: add --reproduction"
+        )
     instances = _instances(args)
     if not args.model:
         print(
@@ -394,7 +400,7 @@ def _run(args: argparse.Namespace) -> int:
         regression_from_gold=args.regression_from_gold_pass_to_pass,
         regression_model_filter=args.regression_model_filter,
         reproduction=args.reproduction,
-        reproduction_samples=args.reproduction_samples,
+        **({"reproduction_samples": args.reproduction_samples} if args.reproduction_samples else {}),
     )
     ctx = _context(args, _sampler(args), _backend(args))
     predictions = run(instances, args.out, ctx, cfg)

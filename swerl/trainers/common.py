@@ -87,16 +87,32 @@ def with_adapters(model: Any, config: TrainConfig, ckpt: Path | None) -> Any:
     peft = require_peft()
     if ckpt is not None:
         return peft.PeftModel.from_pretrained(model, str(ckpt), is_trainable=True)
+    linear = sorted(
+        {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if hasattr(m, "in_features")}
+    )
+    for field_name in ("lora_target_modules", "lora_modules_to_save"):
+        names = getattr(config, field_name)
+        unmatched = unmatched_module_names(model, names if isinstance(names, list) else [])
+        if unmatched:
+            raise UserError(
+                f"{field_name}: {', '.join(unmatched)} name no module of {config.model_name_or_path} (its "
+                f"linear layers: {', '.join(linear)}; lora_target_modules may also be all-linear)"
+            )
     try:
         return peft.get_peft_model(model, lora_config(config))
     except ValueError as err:  # peft's NoMatchingPeftModuleError: no module has a target's name
-        linear = sorted(
-            {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if hasattr(m, "in_features")}
-        )
         raise UserError(
             f"lora_target_modules {config.lora_target_modules} match no layer of {config.model_name_or_path} "
             f"(its linear layers: {', '.join(linear)}; or use all-linear): {str(err).splitlines()[0]}"
         ) from None
+
+
+def unmatched_module_names(model: Any, names: list[str]) -> list[str]:
+    """The entries of `names` that name no module of `model` by peft's rule for a list (the whole dotted
+    name, or its last parts after a dot). peft adapts the layers any entry matches and passes over the
+    rest, so one typo among several targets would train fewer layers than asked, without a word."""
+    modules = [name for name, _ in model.named_modules() if name]
+    return [n for n in names if not any(m == n or m.endswith("." + n) for m in modules)]
 
 
 def sampling_params(**values: Any) -> Any:

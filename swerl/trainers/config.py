@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -59,6 +60,18 @@ class LoRAConfig:
     lora_target_modules: list[str] | Literal["all-linear"] | None = None
     lora_modules_to_save: list[str] | None = None
     use_rslora: bool = False
+
+    def ignored_settings(self, keys: Iterable[str]) -> list[tuple[str, str]]:
+        """(field, why) for the LoRA fields among `keys` (those the user set) that have no effect because
+        use_peft is off: a run that was meant to train adapters would otherwise train every weight with
+        no word (they are warnings, not errors, so one config can switch use_peft off with --set)."""
+        if self.use_peft:
+            return []
+        return [
+            (key, "has no effect without use_peft: true")
+            for key in keys
+            if key.startswith("lora_") or key == "use_rslora"
+        ]
 
 
 @dataclass
