@@ -53,6 +53,26 @@ def test_parallel_scoring_keeps_order_and_values():
     assert parallel == serial == [expected(row) for row in rows]
 
 
+def test_parallel_scoring_from_a_folder_holding_a_swerl_folder(tmp_path):
+    # The parent of a clone holds `swerl/`: multiprocessing starts its forkserver with `-c`, so there the
+    # current folder comes first on sys.path, and that folder shadowed an editable install as a namespace
+    # package: every worker failed on `from swerl import __version__` (only with 256+ rows: workers).
+    (tmp_path / "swerl").mkdir()
+    rows = tmp_path / "rows.jsonl"
+    write_jsonl(rows, [json.dumps(row) for row in ROWS] * 30)
+    command = Path(sys.executable).parent / "swerl"
+    assert command.exists(), "the swerl console script of this environment"
+    done = subprocess.run(
+        [str(command), "reward", "score", "--input", "rows.jsonl", "--output", "out.jsonl", "--workers", "2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 30 * len(ROWS)
+
+
 def write_jsonl(path: Path, lines: list[str]) -> None:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 

@@ -147,7 +147,11 @@ def map_rows(
 
     With one worker everything runs in this process (no start-up cost, easy to debug); otherwise a
     forkserver pool is used, which is safe to start from a process that already holds threads (tqdm,
-    pyarrow, torch) where plain fork is not.
+    pyarrow, torch) where plain fork is not. Nothing of swerl is preloaded into the forkserver: it is
+    started with `-c`, so its sys.path begins with the current folder (Python 3.11 ignores the parent's
+    sys.path there), and a `swerl/` folder there, such as a clone seen from its parent, would shadow an
+    editable install for every worker; each worker imports swerl itself (~40 ms) after taking the
+    parent's sys.path.
     """
     workers = default_workers() if workers is None else max(1, workers)
     if workers == 1:
@@ -155,7 +159,6 @@ def map_rows(
             yield from _apply_chunk(fn, chunk, config)
         return
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["swerl.reward.batch"])
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         pending: deque[Future[list[T]]] = deque()
         for chunk in _chunks(items, chunk_size):
