@@ -53,6 +53,8 @@ def read_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as err:
         raise UserError(f"{path}: not JSON / JSON lines: {err}") from err
+    if not rows:
+        raise UserError(f"{path}: no predictions (pass empty to judge no patch for every instance)")
     if not all(isinstance(r, dict) and "instance_id" in r for r in rows):
         raise UserError(f"{path}: every prediction needs an instance_id")
     return {str(r["instance_id"]): r for r in rows}

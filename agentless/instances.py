@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from swerl.errors import UserError
+from swerl.jsonl import load_json, read_records
 
 DATASET_ALIASES = {
     "lite": "princeton-nlp/SWE-bench_Lite",
@@ -112,10 +113,9 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
 
         return pq.read_table(path).to_pylist()
     if suffix in {".jsonl", ".ndjson"}:
-        with path.open(encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+        return read_records(path)
     if suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path)
         return data if isinstance(data, list) else [data]
     raise UserError(f"{path}: unsupported instance file type {suffix!r} (use .parquet, .jsonl or .json)")
 
@@ -145,6 +145,8 @@ def load_instances(
             raise UserError(f"{source}: no such file, and not a hub dataset id (owner/name)")
         rows = _load_hub(name, split)
     instances = [instance_from_row(row) for row in rows]
+    if not instances:
+        raise UserError(f"{source}: no instances (an empty dataset would report 0 of 0 as a result)")
     seen: set[str] = set()
     for inst in instances:
         if inst.instance_id in seen:

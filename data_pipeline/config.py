@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from swerl.errors import UserError
+
 
 @dataclass(frozen=True)
 class FilterConfig:
@@ -52,14 +54,14 @@ class ContextConfig:
 
         system_prompt_for(self.prompt_style)  # refuses an unknown style, in the edit format's own words
         if (self.rank_model is None) != (self.rank_base_url is None):
-            raise ValueError(
+            raise UserError(
                 "context ranking needs both a model and a base URL (--rank-model and --rank-base-url), "
                 "or neither"
             )
         if self.rank_top_k < 1:
-            raise ValueError(f"--rank-top-k must be at least 1, not {self.rank_top_k}")
+            raise UserError(f"--rank-top-k must be at least 1, not {self.rank_top_k}")
         if not self.rank_api_key_env:
-            raise ValueError("--rank-api-key-env must name an environment variable")
+            raise UserError("--rank-api-key-env must name an environment variable")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ from typing import Any
 
 from data_pipeline.gitstore import run_git
 from data_pipeline.schema import instance_id as make_instance_id
+from swerl.errors import UserError
+from swerl.jsonl import load_json, stream_records
 
 TABLE = Path(__file__).with_name("swebench_instances.json.gz")
 MODES = ("repository", "instances")
@@ -140,17 +142,16 @@ def _records_from_file(path: Path) -> Iterable[dict]:
         columns = [c for c in ("instance_id", "repo") if c in pq.read_schema(path).names]
         yield from pq.read_table(path, columns=columns).to_pylist()
     elif path.suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path)
         yield from (item if isinstance(item, dict) else {"instance_id": item} for item in data)
     elif path.suffix in (".jsonl", ".ndjson"):
-        with path.open(encoding="utf-8") as f:
-            yield from (json.loads(line) for line in f if line.strip())
+        yield from stream_records(path)
     elif path.suffix in text_suffixes or not path.suffix:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip() and not line.startswith("#"):
                 yield {"instance_id": line.strip()}
     else:
-        raise ValueError(f"{path}: expected .txt, .json, .jsonl or .parquet with instance ids")
+        raise UserError(f"{path}: expected .txt, .json, .jsonl or .parquet with instance ids")
 
 
 def repo_of_instance(instance_id: str) -> str | None:

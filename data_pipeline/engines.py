@@ -33,6 +33,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from typing import Any, Protocol, TypeVar
 
+from swerl.errors import UserError
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -158,7 +160,7 @@ def _ray(workers: int) -> Iterator[Submit[Any, Any]]:
     try:
         import ray
     except ImportError:
-        raise ValueError("--engine ray needs Ray: pip install 'swerl[ray]'") from None
+        raise UserError("--engine ray needs Ray: pip install 'swerl[ray]'") from None
     started = not ray.is_initialized()
     if started:
         address = os.environ.get("RAY_ADDRESS") or None

@@ -189,6 +189,9 @@ def workspace(tmp_path: Path) -> Path:
     (w / "resumed" / "checkpoint-2" / "trainer_state.json").write_text("{}")
     (w / "resumed" / "config.yaml").write_text(yaml.safe_dump({**good, "beta": 0.0}))
     (w / "notgit").mkdir()
+    (w / "clone" / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(w / "clone")], check=True)
+    (w / "notes.md").write_text("# ids\n")
     (w / "dumps").mkdir()
     (w / "dumps" / "2025-01-01-0.json.gz").write_text("not gzip\n")
     (w / "nodumps").mkdir()
@@ -360,6 +363,39 @@ CASES = [
         ["m"],
     ),
     Case(
+        "mine a folder inside a clone",
+        ["data", "mine", "--local", "{tmp}/clone/src", "--out", "{tmp}/m"],
+        "a folder inside the clone",
+        ["m"],
+    ),
+    Case(
+        "mine with a folder that is no tokenizer",
+        ["data", "mine", "--local", "{tmp}/clone", "--out", "{tmp}/m", "--tokenizer", "{tmp}/data_only"],
+        "data_only is not a tokenizer directory",
+        ["m"],
+    ),
+    Case(
+        "mine ranking with a model but no server",
+        ["data", "mine", "--local", "{tmp}/clone", "--out", "{tmp}/m", "--rank-model", "m"],
+        "needs both a model and a base URL",
+        ["m"],
+    ),
+    Case(
+        "mine decontaminating with a file of another kind",
+        [
+            "data",
+            "mine",
+            "--local",
+            "{tmp}/clone",
+            "--out",
+            "{tmp}/m",
+            "--decontaminate-with",
+            "{tmp}/notes.md",
+        ],
+        "notes.md: expected .txt, .json, .jsonl or .parquet",
+        ["m"],
+    ),
+    Case(
         "mine GH Archive dumps that are not gzip",
         ["data", "mine", "--gharchive", "{tmp}/dumps", "--out", "{tmp}/g", "--clones", "{tmp}/c", "--quiet"],
         "none of its 1 dumps could be read",
@@ -394,6 +430,31 @@ CASES = [
         "problem.json",
     ),
     Case("no --config", ["train", "grpo"], "--config FILE is required", code=2),
+    Case(
+        "HumanEval from rows of another kind",
+        ["eval", "humaneval", "--model", "{tmp}/model", "--data", "{tmp}/rows.jsonl"],
+        "rows.jsonl: line 1 has no task_id, prompt, entry_point, test, canonical_solution",
+    ),
+    Case(
+        "CodeContests from a file that is not JSON Lines",
+        ["eval", "codecontests", "--model", "{tmp}/model", "--data", "{tmp}/random.jsonl"],
+        "random.jsonl: not UTF-8 text",
+    ),
+    Case(
+        "localize an empty dataset",
+        ["agentless", "localize", "--dataset", "{tmp}/empty.jsonl", "--out", "{tmp}/loc", "--offline"],
+        "empty.jsonl: no instances",
+    ),
+    Case(
+        "localize instances from a file of another kind",
+        ["agentless", "localize", "--dataset", "{tmp}/problem.json", "--out", "{tmp}/loc", "--offline"],
+        "problem.json",
+    ),
+    Case(
+        "report of a folder that is no run",
+        ["agentless", "report", "--dataset", "{tmp}/rows.jsonl", "--out", "{tmp}/notmined", "--offline"],
+        "no localize_files.jsonl there",
+    ),
 ]
 
 

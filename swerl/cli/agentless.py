@@ -18,6 +18,7 @@ from swerl.cli.args import (
 )
 from swerl.edit_format.prompts import PROMPT_STYLES
 from swerl.errors import UserError
+from swerl.jsonl import load_json
 
 DEFAULT_CACHE = Path("runs/agentless-cache")
 
@@ -434,6 +435,13 @@ def _fail_if_every_instance_failed(out: Path, stage: str) -> None:
 
 
 def _run_report(args: argparse.Namespace) -> int:
+    from agentless.pipeline import stage_path
+
+    if not stage_path(args.out, "localize_files").exists():
+        raise UserError(
+            f"--out {args.out}: no {stage_path(args.out, 'localize_files').name} there; give the --out of "
+            "a `swerl agentless run` or `localize`"
+        )
     return _print_report(args, _instances(args), as_json=args.json)
 
 
@@ -499,7 +507,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     instances = _instances(args)
     known = None
     if args.env_failures is not None:
-        known = json.loads(args.env_failures.read_text(encoding="utf-8"))
+        known = load_json(args.env_failures)
     report = evaluate_local(
         instances,
         predictions_for(args.predictions, instances),

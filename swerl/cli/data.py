@@ -296,16 +296,41 @@ def _require_git_repository(path: Path) -> None:
     import subprocess
 
     found = subprocess.run(
-        ["git", "-C", str(path), "rev-parse", "--git-dir"], capture_output=True, text=True, check=False
+        ["git", "-C", str(path), "rev-parse", "--show-prefix"], capture_output=True, text=True, check=False
     )
     if found.returncode != 0:
         raise UserError(f"--local {path}: not a git repository (give a clone's directory)")
+    if found.stdout.strip():  # a folder inside a work tree: git finds the repository, a clone of it does not
+        top = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        raise UserError(f"--local {path}: a folder inside the clone {top}; give the clone's top folder")
+
+
+def _require_mine_options(args: argparse.Namespace) -> None:
+    """What would otherwise fail after the run directory was written (and then hold the failed run's
+    options against the corrected command): a folder that is no tokenizer, Ray missing."""
+    if args.tokenizer is not None:
+        from swerl.configs import missing_model
+
+        problem = missing_model(str(args.tokenizer), tokenizer=True)
+        if problem:
+            raise UserError(f"--tokenizer {problem}")
+    if args.engine == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise UserError("--engine ray needs Ray: pip install 'swerl[ray]'")
 
 
 def _run_mine(args: argparse.Namespace) -> int:
     from data_pipeline.allocator import keep_freed_memory
     from data_pipeline.runner import mine
 
+    _require_mine_options(args)
     keep_freed_memory()  # before the worker processes fork (see the module)
     # A server that fails or a clone git cannot read ends the run with one line (their errors are
     # UserErrors); git errors of single PRs never get here: they drop the PR.

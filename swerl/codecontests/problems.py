@@ -16,13 +16,13 @@ test data, can be left out (`generated_tests=False`).
 from __future__ import annotations
 
 import glob
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swerl.jsonl import stream_records
 from swerl.sandbox.limits import Limits
 from swerl.sandbox.pool import TestCase
 
@@ -179,13 +179,6 @@ def _parquet_rows(paths: list[Path], generated_tests: bool, batch_rows: int) -> 
         yield from batch.to_pylist()
 
 
-def _jsonl_rows(path: Path) -> Iterable[Mapping[str, Any]]:
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            if line.strip():
-                yield json.loads(line)
-
-
 def iter_rows(
     *specs: Path | str, generated_tests: bool = True, batch_rows: int = 64
 ) -> Iterable[Mapping[str, Any]]:
@@ -206,7 +199,7 @@ def iter_rows(
             yield from _parquet_rows(run, generated_tests, batch_rows)
             run = []
         if path is not None:
-            yield from _jsonl_rows(path)
+            yield from stream_records(path)
 
 
 def load_problems(*paths: Path | str, generated_tests: bool = True) -> LoadReport:
