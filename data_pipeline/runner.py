@@ -29,6 +29,7 @@ identical to those of an uninterrupted run.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -170,6 +171,9 @@ def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bo
     the (deterministic) listing is replayed, and shards already recorded are skipped without being
     rewritten; a finished stage is not listed again."""
     recorded = sorted(manifest.stage("collect")["shards"])
+    note = getattr(source, "resume_note", lambda state: None)(manifest.state.get("source", {}))
+    if note:
+        print(f"swerl: note: {note}", file=sys.stderr)
     if manifest.done("collect"):
         yield from (_index_of(name) for name in recorded)
         return

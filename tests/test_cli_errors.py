@@ -11,6 +11,7 @@ one `swerl: error:` line and exit status 1, and the outputs it names must not ex
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -28,6 +29,7 @@ from swerl.cli import args as cli_args
 from swerl.cli import reward as cli_reward
 from swerl.cli.eval import parse_nk
 from swerl.cli.main import build_parser, main
+from swerl.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -186,7 +188,7 @@ def workspace(tmp_path: Path) -> Path:
     (w / "taken" / "metrics.jsonl").write_text('{"step": 1}\n')
     (w / "done" / "final").mkdir(parents=True)
     (w / "resumed" / "checkpoint-2").mkdir(parents=True)
-    (w / "resumed" / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    (w / "resumed" / "checkpoint-2" / "trainer_state.json").write_text('{"step": 2}')
     (w / "resumed" / "config.yaml").write_text(yaml.safe_dump({**good, "beta": 0.0}))
     (w / "notgit").mkdir()
     (w / "clone" / "src").mkdir(parents=True)
@@ -352,6 +354,21 @@ CASES = [
         "beta: 0.0 -> 0.05",
     ),
     Case(
+        "--resume at a checkpoint past max_steps",
+        [
+            "train",
+            "grpo",
+            "--config",
+            "{tmp}/resumed.yaml",
+            "--resume",
+            "--set",
+            "beta=0.0",
+            "--set",
+            "max_steps=2",
+        ],
+        "is at step 2 and max_steps is 2: nothing left to train",
+    ),
+    Case(
         "--resume and --overwrite",
         ["train", "grpo", "--config", "{tmp}/taken.yaml", "--resume", "--overwrite"],
         "contradict",
@@ -457,6 +474,16 @@ CASES = [
     ),
 ]
 
+if importlib.util.find_spec("wandb") is None:
+    CASES.append(
+        Case(
+            "logging to Weights and Biases without wandb",
+            ["train", "grpo", "--config", "{tmp}/good.yaml", "--set", "report_to_wandb=true"],
+            "needs the wandb package",
+            ["run"],
+        )
+    )
+
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_bad_input_is_one_line_and_leaves_nothing(case, workspace, capsys):
@@ -502,6 +529,29 @@ def test_overwrite_removes_only_the_runs_own_files(workspace):
     assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]
     prepare_run_dir(config)  # now empty of runs: a fresh start is fine
     prepare_run_dir(config, rank=1, overwrite=False)  # other ranks never check
+
+
+def test_a_run_that_took_no_step_is_replaced_by_the_corrected_command(workspace, capsys):
+    from swerl.trainers.config import GRPOConfig
+    from swerl.trainers.rundir import prepare_run_dir
+
+    run = workspace / "taken"
+    (run / "metrics.jsonl").write_text("")  # a start that failed before its first step
+    (run / "config.yaml").write_text("learning_rate: 1.0\n")
+    (run / "tensorboard").mkdir()
+    (run / "tensorboard" / "events.out.tfevents.1").write_bytes(b"opening event")
+    config = GRPOConfig.from_yaml(workspace / "taken.yaml")
+    prepare_run_dir(config)
+    assert list(run.iterdir()) == []
+    assert "that run took no step" in capsys.readouterr().err
+
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')  # one step is a result: never replaced unasked
+    with pytest.raises(UserError, match="already holds a run"):
+        prepare_run_dir(config)
+    (run / "metrics.jsonl").write_text("")
+    (run / "checkpoint-1").mkdir()
+    with pytest.raises(UserError, match="already holds a run"):
+        prepare_run_dir(config)
 
 
 def test_an_unexpected_error_names_its_origin_and_how_to_report(monkeypatch, capsys):

@@ -351,7 +351,7 @@ def _commit_file(repo: Path, path: str, text: str, message: str) -> str:
 
 
 @pytest.mark.parametrize("ref", ["HEAD", "main"])
-def test_a_new_run_mines_commits_made_since_the_cache_was_filled(tmp_path, ref):
+def test_a_new_run_mines_commits_made_since_the_cache_was_filled(tmp_path, ref, capsys):
     """The clone cache is reused across runs; a fresh run must still see what the user committed since."""
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
@@ -367,6 +367,14 @@ def test_a_new_run_mines_commits_made_since_the_cache_was_filled(tmp_path, ref):
     rows = read_dir(tmp_path / "out2" / "data")
     assert second.rows == 2
     assert {row["merge_commit"] for row in rows if row["pull_number"] == 2} == {head}
+
+    # The first run's directory keeps what it mined, and a rerun into it says why #2 is missing.
+    capsys.readouterr()
+    again = mine(tmp_path / "out1", LocalSource(repo, cache, repo="acme/w", ref=ref), config, progress=False)
+    assert again.rows == 1
+    assert f"is now {head[:12]}: mine into a new --out" in capsys.readouterr().err
+    mine(tmp_path / "out2", LocalSource(repo, cache, repo="acme/w", ref=ref), config, progress=False)
+    assert "note" not in capsys.readouterr().err
 
 
 def _descendants(pid: int) -> set[int]:

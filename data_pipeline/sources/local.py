@@ -67,7 +67,7 @@ class LocalSource:
     def prepare(self, state: dict[str, Any]) -> None:
         git_dir = self.git_dir(self.repo)
         if "head" in state:
-            return  # a resumed run keeps the head it started with
+            return  # a resumed run keeps the head it started with (`resume_note` says when the clone moved)
         # A fresh run mines what the clone holds now. The cache is brought up to date only when it lacks
         # that commit: a fetch costs ~50 ms even when there is nothing to fetch, before any worker can
         # start, and a cache that holds the commit holds its whole history (the cache is made by clone
@@ -86,6 +86,18 @@ class LocalSource:
             state["head"] = resolve(git_dir, head or self._ref())
         except GitError:
             raise GitError(f"--ref {self.ref}: not a branch, tag or commit of {self.path}") from None
+
+    def resume_note(self, state: dict[str, Any]) -> str | None:
+        """What a rerun into an existing run directory should know: the run keeps mining the commit it
+        started at, so commits made in the clone since then are not in it (None when there are none)."""
+        started = state.get("head")
+        now = _resolve_in_source(self.path, self._ref()) if started else None
+        if now is None or now == started:
+            return None
+        return (
+            f"this run mines {self.path} up to {started[:12]}, where it started; its {self.ref} is now "
+            f"{now[:12]}: mine into a new --out to include what came since"
+        )
 
     def _ref(self) -> str:
         """The ref as both clones name it: a branch name is a head; HEAD, shas and full refs as given."""

@@ -27,7 +27,9 @@ def _cap(value: str) -> int | None:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a size in characters or 'none', got {value!r}") from None
     if cap < 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of characters or 'none', got {value}")
+        raise argparse.ArgumentTypeError(
+            f"must be a number of characters (0 for no cap) or 'none', got {value}"
+        )
     return cap
 
 
@@ -44,7 +46,7 @@ def _add_reward_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_DIFF_CHARS,
         metavar="N",
         help="files whose predicted or oracle diff exceeds N characters score 0 "
-        f"(default {DEFAULT_MAX_DIFF_CHARS:,}; 'none' disables the cap)",
+        f"(default {DEFAULT_MAX_DIFF_CHARS:,}; 'none', 'off' or 0 disables the cap)",
     )
     parser.add_argument(
         "--workers",

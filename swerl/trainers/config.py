@@ -150,6 +150,11 @@ class TrainConfig(LoRAConfig, LearnerConfig):
             problem = _json_file_problem(self.deepspeed)
             if problem:
                 found.append(("deepspeed", problem))
+        if self.report_to_wandb:
+            import importlib.util
+
+            if importlib.util.find_spec("wandb") is None:
+                found.append(("report_to_wandb", "needs the wandb package: pip install wandb"))
         out = Path(self.output_dir)
         blocking = file_in_the_way(out)
         if blocking is not None:

@@ -15,9 +15,11 @@ and would see the files rank 0 has begun to write.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,16 @@ def run_files(run_dir: Path) -> list[str]:
     if not run_dir.is_dir():
         return []
     return sorted(p.name for p in run_dir.iterdir() if p.name in RUN_FILES or _CHECKPOINT.match(p.name))
+
+
+def took_a_step(run_dir: Path, existing: list[str]) -> bool:
+    """Whether the run files `existing` of `run_dir` hold any result: a metrics line, an evaluation, a
+    checkpoint or a final model. config.yaml, an empty metrics file and TensorBoard's opening event file
+    are written before the first step."""
+    if any(name not in ("config.yaml", "metrics.jsonl", "tensorboard") for name in existing):
+        return True
+    metrics = run_dir / "metrics.jsonl"
+    return metrics.is_file() and metrics.stat().st_size > 0
 
 
 def _shown(value: Any) -> str:
@@ -82,6 +94,12 @@ def prepare_run_dir(config: Any, *, overwrite: bool = False, rank: int | None = 
         return
     if not existing:
         return
+    if not overwrite and not took_a_step(run_dir, existing):
+        # A start that failed before its first step (a missing package, a wrong option) left only its
+        # bookkeeping: the corrected command replaces it rather than asking for --overwrite.
+        print(f"swerl: replacing {', '.join(existing)} in {run_dir}: that run took no step", file=sys.stderr)
+        remove_outputs(run_dir, existing)
+        return
     if not overwrite:
         raise UserError(
             f"{run_dir} already holds a run ({', '.join(existing[:6])}); continue it with --resume, start it "
@@ -100,22 +118,39 @@ def remove_outputs(folder: Path, names: Iterable[str]) -> None:
             path.unlink(missing_ok=True)
 
 
+def _checkpoint_step(ckpt: Path) -> int | None:
+    """The step checkpoint `ckpt` was written at (None when its state file does not say)."""
+    try:
+        step = json.loads((ckpt / "trainer_state.json").read_text(encoding="utf-8")).get("step")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return step if isinstance(step, int) else None
+
+
 def _check_resume(config: Any, run_dir: Path) -> None:
     from swerl.learner.layout import checkpoint_dirs
 
     target = config.resume_from_checkpoint
     if target == "latest":
-        if not checkpoint_dirs(run_dir):
+        found = checkpoint_dirs(run_dir)
+        if not found:
             raise UserError(
                 f"--resume: no checkpoint-N in {run_dir} to resume from (checkpoints are written every "
                 f"save_steps steps and at the last one; with save_steps 0 only final/ is kept)"
             )
+        path = found[-1]
     else:
         path = Path(target)
         if not path.exists():
             raise UserError(f"--resume: no such checkpoint directory {path}")
         if not (path / "trainer_state.json").is_file():
             raise UserError(f"--resume: {path} is not a checkpoint directory (no trainer_state.json)")
+    step = _checkpoint_step(path)
+    if step is not None and step >= config.max_steps:
+        raise UserError(
+            f"--resume: {path} is at step {step} and max_steps is {config.max_steps}: nothing left to train; "
+            f"raise max_steps (e.g. --set max_steps={step + config.max_steps}) to run on"
+        )
     recorded_file = run_dir / "config.yaml"
     if not recorded_file.is_file():
         return
