@@ -185,7 +185,27 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         kind = type(loaded).__name__
         raise UserError(f"{path}: expected a mapping of config fields (key: value), got a {kind}")
+    _refuse_repeated_keys(path, yaml.compose(text, Loader=yaml.SafeLoader))
     return loaded
+
+
+def _refuse_repeated_keys(path: Path, node: Any) -> None:
+    """YAML keeps the last of two equal keys in a mapping, so a field set twice (an edit appended below
+    the original line) would silently take the later value; refuse it, naming both lines."""
+    if isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _refuse_repeated_keys(path, item)
+    if not isinstance(node, yaml.MappingNode):
+        return
+    first: dict[Any, int] = {}
+    for key, value in node.value:
+        line = key.start_mark.line + 1
+        if isinstance(key, yaml.ScalarNode) and key.value in first:
+            lines = f"lines {first[key.value]} and {line}"
+            raise UserError(f"{path}: {key.value} is set twice ({lines}); keep one")
+        if isinstance(key, yaml.ScalarNode):
+            first[key.value] = line
+        _refuse_repeated_keys(path, value)
 
 
 def _accepts_str(hint: Any) -> bool:

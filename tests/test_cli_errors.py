@@ -182,6 +182,7 @@ def workspace(tmp_path: Path) -> Path:
     (w / "broken.yaml").write_text("learning_rate: [1,\n")
     (w / "empty.yaml").write_text("")
     (w / "list.yaml").write_text("- 1\n- 2\n")
+    (w / "twice.yaml").write_text("learning_rate: 3.0e-3\nbeta: 0.0\nlearning_rate: 1.0\n")
     (w / "binary.yaml").write_bytes(b"\xff\xfe\x00bad")
     (w / "conf_dir").mkdir()
     (w / "taken").mkdir()
@@ -266,6 +267,11 @@ CASES = [
         absent=["run"],
     ),
     Case("YAML list", ["train", "rlef", "--config", "{tmp}/list.yaml"], "expected a mapping"),
+    Case(
+        "YAML with a key set twice",
+        ["train", "grpo", "--config", "{tmp}/twice.yaml"],
+        "learning_rate is set twice (lines 1 and 3)",
+    ),
     Case("YAML not text", ["train", "grpo", "--config", "{tmp}/binary.yaml"], "not UTF-8 text"),
     Case(
         "wrong values",
@@ -339,7 +345,7 @@ CASES = [
     Case(
         "vLLM rollouts without vLLM installed",
         ["train", "grpo", "--config", "{tmp}/good.yaml", "--set", "rollout_engine=vllm"],
-        "rollout_engine: vllm: VLLMEngine needs vLLM",
+        "--set rollout_engine: vllm: VLLMEngine needs vLLM",
         ["run"],
     ),
     Case(
@@ -529,6 +535,18 @@ def test_overwrite_removes_only_the_runs_own_files(workspace):
     assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]
     prepare_run_dir(config)  # now empty of runs: a fresh start is fine
     prepare_run_dir(config, rank=1, overwrite=False)  # other ranks never check
+
+
+def test_the_quickstart_hint_only_for_the_configs_own_missing_inputs(workspace, monkeypatch, capsys):
+    monkeypatch.chdir(workspace)  # no runs/quickstart here
+    config = str(ROOT / "configs" / "grpo_tiny_cpu.yaml")
+    assert main(["train", "grpo", "--config", config]) == 1
+    assert "run it first" in capsys.readouterr().err
+    own = [f"model_name_or_path={workspace / 'model'}", f"eval_file={workspace / 'rows.jsonl'}"]
+    sets = [arg for value in [*own, f"train_file={workspace / 'no.jsonl'}"] for arg in ("--set", value)]
+    assert main(["train", "grpo", "--config", config, *sets]) == 1
+    err = capsys.readouterr().err
+    assert "--set train_file: no such file" in err and "run it first" not in err
 
 
 def test_a_run_that_took_no_step_is_replaced_by_the_corrected_command(workspace, capsys):

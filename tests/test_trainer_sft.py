@@ -108,3 +108,21 @@ def test_read_rows_jsonl_and_parquet(tmp_path: Path) -> None:
     assert read_rows(tmp_path / "r.parquet", limit=1) == data[:1]
     with pytest.raises(ValueError):
         read_rows(tmp_path / "r.csv")
+
+
+def test_no_row_that_fits_names_the_limit_to_raise(tiny: Path, tmp_path: Path) -> None:
+    import json
+
+    from swerl.errors import UserError
+    from swerl.trainers.config import GRPOConfig
+    from swerl.trainers.data import train_and_eval_examples
+
+    _, tokenizer = load_model_and_tokenizer(tiny)
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows(3)))
+    grpo = GRPOConfig(model_name_or_path=str(tiny), train_file=str(path), max_prompt_length=5)
+    with pytest.raises(UserError, match=r"every row \(3\) is longer than max_prompt_length \(5 tokens\)"):
+        train_and_eval_examples(grpo, tokenizer, grpo.max_prompt_length)
+    sft = SFTConfig(model_name_or_path=str(tiny), train_file=str(path), max_seq_length=5)
+    with pytest.raises(UserError, match=r"raise max_seq_length"):
+        train_and_eval_examples(sft, tokenizer, sft.max_seq_length, "max_seq_length")

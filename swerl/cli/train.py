@@ -114,25 +114,29 @@ def load_checked(command: str, args: argparse.Namespace) -> Any:
             problem = getattr(config, key) and rows_file_problem(getattr(config, key))
             if problem:
                 missing.append((key, problem))
+    overridden = {item.partition("=")[0].strip() for item in args.overrides}
+
+    def where(key: str) -> str:
+        return f"--set {key}" if key in overridden else f"{args.config}: {key}"
+
     if missing:
-        overridden = {item.partition("=")[0].strip() for item in args.overrides}
-        found = "; ".join(
-            f"--set {key}: {why}" if key in overridden else f"{args.config}: {key}: {why}"
-            for key, why in missing
-        )
-        raise UserError(found + _hint(args.config))
+        found = "; ".join(f"{where(key)}: {why}" for key, why in missing)
+        # The hint is for the config's own inputs that a first command writes, not for a value the
+        # user set or a file of another kind.
+        from_file = [key for key, why in missing if key not in overridden and why.startswith("no such")]
+        raise UserError(found + (_hint(args.config) if from_file else ""))
     if getattr(config, "rollout_engine", "hf") == "vllm":
         import importlib.util
 
         if importlib.util.find_spec("vllm") is None:
             from swerl.rollout.vllm_engine import INSTALL_HINT
 
-            raise UserError(f"{args.config}: rollout_engine: vllm: {INSTALL_HINT}")
+            raise UserError(f"{where('rollout_engine')}: vllm: {INSTALL_HINT}")
     from swerl.hub import unavailable_model
 
     problem = unavailable_model(config.model_name_or_path)
     if problem:
-        raise UserError(f"{args.config}: model_name_or_path: {problem}")
+        raise UserError(f"{where('model_name_or_path')}: {problem}")
     prepare_run_dir(config, overwrite=args.overwrite)
     return config
 

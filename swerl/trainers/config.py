@@ -208,7 +208,8 @@ class GRPOConfig(TrainConfig):
         importance_sampling_correction: weight each token by min(learner / sampler probability, cap)
             (truncated importance sampling); "auto" turns it on when the sampler is not the learner
             (rollout_engine "vllm"), where bf16 kernels sample from a slightly different distribution.
-        importance_sampling_cap: the cap of that weight (TRL's default 2).
+        importance_sampling_cap: the cap of that weight (TRL's default 2); at least 1, as a lower cap would
+            down-weight every token.
         mask_truncated_completions: leave answers cut at max_completion_length out of the loss (DAPO).
         overlong_buffer_length: DAPO's soft overlong penalty: the last N tokens of the budget cost up to
             overlong_penalty_factor reward, linearly (0: off).
@@ -247,7 +248,7 @@ class GRPOConfig(TrainConfig):
     )
     importance_sampling_level: Literal["token", "sequence"] = "token"
     importance_sampling_correction: bool | Literal["auto"] = "auto"
-    importance_sampling_cap: PositiveFloat = 2.0
+    importance_sampling_cap: Annotated[float, Ge(1)] = 2.0
     mask_truncated_completions: bool = False
     overlong_buffer_length: NonNegativeInt = 0
     overlong_penalty_factor: NonNegativeFloat = 1.0
@@ -276,10 +277,6 @@ class GRPOConfig(TrainConfig):
                     "overlong_buffer_length",
                     f"must be at most max_completion_length ({self.max_completion_length})",
                 )
-            )
-        if self.importance_sampling_cap < 1:
-            found.append(
-                ("importance_sampling_cap", "must be at least 1: a lower cap down-weights every token")
             )
         return found
 

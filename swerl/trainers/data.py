@@ -145,13 +145,19 @@ def build_examples(
 
 
 def train_and_eval_examples(
-    config: TrainConfig, tokenizer: Any, max_length: int
+    config: TrainConfig, tokenizer: Any, max_length: int, limit: str = "max_prompt_length"
 ) -> tuple[list[Example], int, list[Example]]:
     """The run's training examples, how many training rows were skipped as too long, and the held-out
-    examples (none without `eval_file`), each file capped by its `max_*_samples`."""
+    examples (none without `eval_file`), each file capped by its `max_*_samples`. `limit` names the
+    option `max_length` comes from, for the error when no row fits."""
     examples, skipped = build_examples(
         read_rows(config.train_file, config.max_train_samples), tokenizer, max_length
     )
+    if not examples and skipped:
+        raise UserError(
+            f"train_file {config.train_file}: every row ({skipped}) is longer than {limit} "
+            f"({max_length} tokens); raise {limit} or shorten the prompts"
+        )
     held_out: list[Example] = []
     if config.eval_file:
         held_out, _ = build_examples(

@@ -136,7 +136,8 @@ def _check_resume(config: Any, run_dir: Path) -> None:
         if not found:
             raise UserError(
                 f"--resume: no checkpoint-N in {run_dir} to resume from (checkpoints are written every "
-                f"save_steps steps and at the last one; with save_steps 0 only final/ is kept)"
+                f"save_steps steps and at the last one; with save_steps 0 only final/ is kept); start it "
+                f"again with --overwrite"
             )
         path = found[-1]
     else:

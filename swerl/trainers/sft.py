@@ -198,7 +198,9 @@ def run(config: SFTConfig, progress: bool = True) -> dict[str, Any]:
     from swerl.trainers.data import train_and_eval_examples
 
     _, model, tokenizer = load_run(config)
-    examples, _, eval_examples = train_and_eval_examples(config, tokenizer, config.max_seq_length)
+    examples, _, eval_examples = train_and_eval_examples(
+        config, tokenizer, config.max_seq_length, "max_seq_length"
+    )
     trainer = SFTTrainer(config, model, tokenizer, examples, eval_examples=eval_examples, progress=progress)
     if trainer.dist.is_main:
         write_config(config)
