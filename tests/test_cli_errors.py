@@ -622,3 +622,16 @@ def test_the_real_process_prints_one_line(tmp_path):
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"swerl: error: {tmp_path / 'empty.jsonl'}: no rows to score"]
+
+
+def test_an_unknown_option_is_named_by_its_subcommand_with_the_closest_one(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["data", "mine", "--local", str(ROOT), "--out", "unused", "--workres", "1"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.startswith("swerl data mine: error: unrecognized arguments: --workres 1; ")
+    assert "did you mean --workers?" in err and "(see swerl data mine --help)" in err
+    # Abbreviations are not options: --max-line is no longer taken for --max-lines.
+    with pytest.raises(SystemExit):
+        main(["data", "mine", "--local", str(ROOT), "--out", "unused", "--max-line", "9"])
+    assert "did you mean --max-lines?" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 
+from swerl.errors import UserError
 from swerl.learner import read_metrics
 from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
 from swerl.reward import RewardResult
@@ -94,6 +95,8 @@ def test_grpo_raises_a_simple_reward(tiny_dir: Path, tmp_path: Path) -> None:
 
     plots = plot_run(tmp_path, metrics=["reward", "entropy"])
     assert [p.name for p in plots] == ["overview.png", "reward.png", "entropy.png"]
+    with pytest.raises(UserError, match=r"rewrd was not logged; rewrd: did you mean reward\? \(it has: "):
+        plot_run(tmp_path, metrics=["reward", "rewrd", "entropy"])  # one typo among several
 
 
 def test_resume_gives_the_same_next_steps(tiny_dir: Path, tmp_path: Path) -> None:

@@ -8,9 +8,11 @@ then never gets as far as loading a model or scoring a file.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
+import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -41,13 +43,44 @@ def _one_line_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
 
 def finish_parsers(parser: argparse.ArgumentParser) -> None:
     """Give `parser` and every subcommand parser under it the shared help formatter and one-line usage
-    errors."""
+    errors, and no abbreviated options: `--max-line` silently meaning `--max-line-length` today would
+    mean something else, or nothing, once another option starts the same way."""
     parser.formatter_class = HelpFormatter
     parser.error = types.MethodType(_one_line_error, parser)  # type: ignore[method-assign]
+    parser.allow_abbrev = False
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 finish_parsers(sub)
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """`parser.parse_args(argv)`, but an unknown option is reported by the subcommand it was given to,
+    with the closest options it has (argparse reports it at the top level: `swerl: error: unrecognized
+    arguments`, pointing to `swerl --help`, which does not list any subcommand's options)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = _innermost(parser, list(sys.argv[1:] if argv is None else argv))
+        options = [o for action in command._actions for o in action.option_strings]
+        hints = []
+        for extra in extras:
+            close = (
+                difflib.get_close_matches(extra.partition("=")[0], options, n=1) if extra[:1] == "-" else []
+            )
+            hints += [f"{extra}: did you mean {close[0]}?"] if close else []
+        command.error(
+            f"unrecognized arguments: {' '.join(extras)}" + ("; " + "; ".join(hints) if hints else "")
+        )
+    return args
+
+
+def _innermost(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The (sub)command parser that `argv` selects: the last one whose name it gives."""
+    for position, token in enumerate(argv):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction) and token in action.choices:
+                return _innermost(action.choices[token], argv[position + 1 :])
+    return parser
 
 
 def _number(kind: Callable[[str], float], text: str) -> float:

@@ -88,11 +88,19 @@ def plot_run(
     rows = read_metrics(run)
     run_dir = run if run.is_dir() else run.parent
     names = [m for m in (metrics or DEFAULT_METRICS) if _series(rows, m, 1)[0]]
-    if not names:
-        logged = sorted({k for r in rows for k in r} - {"step"})
+    logged = sorted({k for r in rows for k in r} - {"step"})
+    # Asked for by name, every metric must exist (a typo among several would drop its plot unsaid); the
+    # default list plots what the run's trainer logged of it.
+    absent = [m for m in metrics or () if m not in names]
+    if absent or not names:
+        import difflib
+
+        close = {m: difflib.get_close_matches(m, logged, n=1) for m in absent}
+        hints = "".join(f"; {m}: did you mean {close[m][0]}?" for m in absent if close[m])
+        verb = "was" if len(absent) == 1 else "were"
+        what = f"{', '.join(absent)} {verb} not logged" if absent else "no metric to plot was logged"
         raise UserError(
-            f"{run}: none of the requested metrics were logged"
-            + (f" (it has: {', '.join(logged[:12])})" if logged else " (no rows yet)")
+            f"{run}: {what}{hints}" + (f" (it has: {', '.join(logged)})" if logged else " (no rows yet)")
         )
     import matplotlib
 
