@@ -88,8 +88,7 @@ def rank_elements(
     order = list(file_order or sources)
     candidates = element_bm25(sources, issue, order)
     hits = []
-    for path, element, text_score in candidates:
-        score = text_score
+    for path, element, score in candidates:
         mentions = signals.identifiers.get(element.short_name, 0)
         if mentions:
             score += 2.0 * min(1.0, mentions / 2)
