@@ -29,11 +29,13 @@ from agentless.localize.elements import (
     skeletons_of,
 )
 from agentless.localize.files import (
+    RankWeights,
     compact_tree,
     file_ranking_messages,
     merge_rankings,
     parse_file_ranking,
     rank_files,
+    rerank_by_elements,
 )
 from agentless.localize.index import IndexCache
 from agentless.localize.signals import extract_signals
@@ -58,6 +60,8 @@ class RunConfig:
 
     model_name: str = "swerl"
     top_files: int = 5
+    element_files: int = 20
+    """Files of the model-free ranking re-ranked by their best function or class (0: none)."""
     context_files: int = 3
     num_elements: int = 8
     num_samples: int = 4
@@ -106,6 +110,7 @@ def stage_options(cfg: RunConfig) -> dict[str, dict[str, Any]]:
     files = {
         "model": cfg.model_name if cfg.model_localization else None,
         "top_files": cfg.top_files,
+        "element_files": cfg.element_files,
         "seed": cfg.seed,
         "localize_max_new_tokens": cfg.localize_max_new_tokens if cfg.model_localization else None,
     }
@@ -214,6 +219,11 @@ def localize_files(inst: Instance, ctx: Context, cfg: RunConfig) -> dict[str, An
     index = ctx.indexes.get(inst.repo, inst.base_commit)
     signals = extract_signals(inst.problem_statement)
     ranked = rank_files(index, inst.problem_statement, signals=signals)
+    if cfg.element_files > 0:
+        weights = RankWeights(element_files=cfg.element_files)
+        head = [r.path for r in ranked[: cfg.element_files]]
+        sources = _blob_texts(ctx, inst.repo, {path: index.blobs[path] for path in head})
+        ranked = rerank_by_elements(ranked, sources, inst.problem_statement, weights=weights)
     model_free = [r.path for r in ranked]
     model: list[str] = []
     output, skipped = "", None
@@ -232,6 +242,13 @@ def localize_files(inst: Instance, ctx: Context, cfg: RunConfig) -> dict[str, An
 
 
 # -- stage 2: elements and edit locations ---------------------------------------------------------------
+
+
+def _blob_texts(ctx: Context, repo: str, blobs: Mapping[str, str]) -> dict[str, str]:
+    """Texts of the files `blobs` maps to blob ids, read through one `git cat-file --batch`."""
+    by_blob = {blob: data for blob, data in ctx.repos.read_blobs(repo, blobs.values())}
+    texts = {path: by_blob.get(blob) for path, blob in blobs.items()}
+    return {path: data.decode("utf-8", errors="replace") for path, data in texts.items() if data is not None}
 
 
 def _sources(ctx: Context, inst: Instance, paths: Iterable[str]) -> dict[str, str]:

@@ -163,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repos", type=int, default=3)
     parser.add_argument("--per-repo", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--element-files", type=int, default=20, help="files the second stage re-ranks (0: first stage only)"
+    )
     args = parser.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="swerl-bench-localize-"))
     try:
@@ -179,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         repos = RepoCache(cache / "repos", mirror_dir=clones, offline=clones is not None)
         for inst in instances:  # mirror first, so the timings below are localization only
             repos.ensure(inst.repo, inst.base_commit)
-        cfg = RunConfig(model_localization=False)
+        cfg = RunConfig(model_localization=False, element_files=args.element_files)
         timings = {}
         for label in ("cold", "warm"):
             indexes = IndexCache(repos, cache / "index")

@@ -162,6 +162,8 @@ def test_run_without_a_model_localizes_and_stages_refuse_other_options(
         UserError, match=r"localize_files\.jsonl was made with other options \(top_files: 5 -> 3\)"
     ):
         _main(["agentless", "localize", *args, "--top-files", "3"])
+    with pytest.raises(UserError, match=r"element_files: 20 -> 0"):
+        _main(["agentless", "localize", *args, "--element-files", "0"])
     assert _main(["agentless", "localize", *args]) == 0  # same options: resumes
 
 

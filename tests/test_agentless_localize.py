@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from agentless.instances import Instance
 from agentless.localize.elements import (
     EditLocation,
     ElementHit,
@@ -13,10 +14,18 @@ from agentless.localize.elements import (
     parse_element_answer,
     rank_elements,
 )
-from agentless.localize.files import RankWeights, compact_tree, merge_rankings, parse_file_ranking, rank_files
+from agentless.localize.files import (
+    RankWeights,
+    compact_tree,
+    merge_rankings,
+    parse_file_ranking,
+    rank_files,
+    rerank_by_elements,
+)
 from agentless.localize.index import IndexCache, is_peripheral_path
 from agentless.localize.signals import extract_signals
 from agentless.localize.skeleton import elements_of, skeleton
+from agentless.pipeline import Context, RunConfig, localize_files
 from agentless.repair.context import windows
 from agentless.repos import RepoCache
 
@@ -143,6 +152,58 @@ def test_vendored_copies_docs_and_package_metadata_are_demoted(tmp_path: Path) -
     assert is_peripheral_path("pip/_vendor/x.py") and is_peripheral_path("setup.py")
     assert not is_peripheral_path("packages/core/x.py")  # a monorepo's own code
     assert not is_peripheral_path("sympy/printing/ccode.py")
+
+
+_ROUNDING_WORDS = ("negative", "zero", "away", "rounding", "currency", "total")
+ROUNDING_FILES = {
+    # Each function shares one of the issue's words: the file as a whole matches all of them, thinly.
+    "shop/ledger.py": "".join(
+        f"def entry_{i}(row):\n    '''The {word} of a row.'''\n    return row\n\n\n"
+        for i, word in enumerate(_ROUNDING_WORDS)
+    ),
+    # One short function is about exactly the issue, among helpers that are not.
+    "shop/money.py": "".join(
+        f"def helper_{i}(book):\n    '''Entry {i} of the book.'''\n    return book.lines[{i}]\n\n\n"
+        for i in range(8)
+    )
+    + (
+        "def round_total(amount, currency):\n"
+        "    '''Rounding of a negative total: away from zero, in the currency's digits.'''\n"
+        "    return round(amount, currency.digits)\n"
+    ),
+    "shop/cart.py": "class Cart:\n    def add(self, item):\n        '''Add an item to the cart.'''\n",
+    "shop/tax.py": "def tax(total):\n    '''Tax on a total.'''\n    return total\n",
+}
+ROUNDING_ISSUE = "Rounding a negative total goes toward zero instead of away from zero in every currency"
+
+
+def test_second_stage_ranks_files_by_their_best_function(tmp_path: Path) -> None:
+    """Whole-file BM25 prefers a module that uses every word of the issue once in a different function;
+    the fix belongs in the one function that is about all of them. Scoring the functions of the top
+    files on their own finds it, and only the first `element_files` files are re-ordered."""
+    repos, sha = _repo(tmp_path, ROUNDING_FILES)
+    index = IndexCache(repos).get("shop/shop", sha)
+    ranked = rank_files(index, ROUNDING_ISSUE)
+    assert [r.path for r in ranked[:2]] == ["shop/ledger.py", "shop/money.py"]  # file level: wrong
+    sources = {path: repos.read_file("shop/shop", sha, path) or "" for path in ROUNDING_FILES}
+    second = rerank_by_elements(ranked, sources, ROUNDING_ISSUE)
+    assert [r.path for r in second[:2]] == ["shop/money.py", "shop/ledger.py"]
+    money = second[0]
+    assert money.reasons["element"] == RankWeights().element * ranked[0].score  # the best element is its
+    assert money.score == ranked[1].score + money.reasons["element"]
+    assert sorted(r.path for r in second) == sorted(r.path for r in ranked)
+    only_first = rerank_by_elements(ranked, sources, ROUNDING_ISSUE, weights=RankWeights(element_files=1))
+    assert [r.path for r in only_first] == [r.path for r in ranked]
+    ledger_only = rerank_by_elements(ranked, {"shop/ledger.py": sources["shop/ledger.py"]}, ROUNDING_ISSUE)
+    assert ledger_only[0].path == "shop/ledger.py" and "element" not in ledger_only[1].reasons
+
+    # The run's file stage reads the top files from git and applies it; `element_files=0` turns it off.
+    ctx = Context(repos=repos, indexes=IndexCache(repos))
+    inst = Instance("shop__shop-1", "shop/shop", sha, ROUNDING_ISSUE)
+    row = localize_files(inst, ctx, RunConfig(model_localization=False))
+    assert row["files"][0] == "shop/money.py" and "element" in row["model_free"][0][2]
+    row = localize_files(inst, ctx, RunConfig(model_localization=False, element_files=0))
+    assert row["files"][0] == "shop/ledger.py"
 
 
 def test_index_cache_reuses_blobs_across_commits_and_runs(tmp_path: Path) -> None:

@@ -62,11 +62,12 @@ def _frame_matches(path: str, frame_path: str) -> bool:
     return tail == path or tail.endswith("/" + path) or path.endswith("/" + tail)
 
 
-def rank_elements(
-    sources: Mapping[str, str], issue: str, signals: IssueSignals, *, file_order: Sequence[str] | None = None
-) -> list[ElementHit]:
-    """Elements of `sources` by model-free score; the file's rank breaks near-ties toward top files."""
-    order = list(file_order or sources)
+def element_bm25(
+    sources: Mapping[str, str], issue: str, order: Sequence[str]
+) -> list[tuple[str, Element, float]]:
+    """Every element of the files in `order` with the BM25 score of its own text against `issue`, scaled
+    so the best is 1. The corpus is these elements only: a term is rare if few of *these* functions use
+    it, which is what separates the one that handles the issue from its neighbours."""
     candidates: list[tuple[str, Element, str]] = []
     for path in order:
         text = sources.get(path)
@@ -75,13 +76,19 @@ def rank_elements(
         lines = text.split("\n")
         for element in elements_of(text):
             candidates.append((path, element, "\n".join(lines[element.start - 1 : element.end])))
-    if not candidates:
-        return []
-    bm25 = bm25_scores(issue, [doc_stats(body) for _, _, body in candidates])
-    best = max(bm25, default=0.0) or 1.0
+    scores = bm25_scores(issue, [doc_stats(body) for _, _, body in candidates])
+    best = max(scores, default=0.0) or 1.0
+    return [(path, e, score / best) for (path, e, _), score in zip(candidates, scores, strict=True)]
+
+
+def rank_elements(
+    sources: Mapping[str, str], issue: str, signals: IssueSignals, *, file_order: Sequence[str] | None = None
+) -> list[ElementHit]:
+    """Elements of `sources` by model-free score; the file's rank breaks near-ties toward top files."""
+    order = list(file_order or sources)
+    candidates = element_bm25(sources, issue, order)
     hits = []
-    for (path, element, _), text_score in zip(candidates, bm25, strict=True):
-        score = text_score / best
+    for path, element, score in candidates:
         mentions = signals.identifiers.get(element.short_name, 0)
         if mentions:
             score += 2.0 * min(1.0, mentions / 2)

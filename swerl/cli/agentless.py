@@ -74,6 +74,12 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--top-files", type=positive_int, default=5, help="files kept by file localization")
     parser.add_argument(
+        "--element-files",
+        type=nonnegative_int,
+        default=20,
+        help="first files of the model-free ranking re-ranked by their best function or class (0: none)",
+    )
+    parser.add_argument(
         "--context-files", type=positive_int, default=3, help="files shown to the repair prompt"
     )
     parser.add_argument("--num-elements", type=positive_int, default=8, help="functions/classes kept")
@@ -362,6 +368,7 @@ def _config(args: argparse.Namespace, **extra: Any) -> Any:
 
     return RunConfig(
         top_files=args.top_files,
+        element_files=args.element_files,
         context_files=args.context_files,
         num_elements=args.num_elements,
         model_localization=not args.no_model_localization and bool(args.model),
