@@ -80,7 +80,7 @@ class RunSummary:
         lines += [f"  {note}" for note in self.notes]
         if not self.rows:
             lines.append(
-                "  warning: no row was kept, so data/ holds no shard; the drops above say why (e.g. "
+                "  warning: no row was kept, so no shard was written to data/; the drops above say why (e.g. "
                 "--languages, or a SWE-bench repository)"
             )
         if self.model_no_picks:

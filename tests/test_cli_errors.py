@@ -65,6 +65,7 @@ BAD_VALUES: dict[Callable[[str], object], tuple[str, ...]] = {
     cli_reward._cap: ("-5", "lots"),
     parse_nk: ("3@1", "0@3", "3", "a@b"),
     cli_args.model_name: ("./missing-model", "x.txt", "a/b/c"),
+    cli_args.repo_name: ("click", "pallets/click/extra", "/click", "pallets/"),
 }
 UNCHECKED = (int, float, Path)
 
@@ -383,6 +384,18 @@ CASES = [
         "mine a directory that is not git",
         ["data", "mine", "--local", "{tmp}/notgit", "--out", "{tmp}/m"],
         "not a git repository",
+        ["m"],
+    ),
+    Case(
+        "mine a clone with an option of the GitHub source",
+        ["data", "mine", "--local", "{tmp}/clone", "--out", "{tmp}/m", "--max-prs", "5"],
+        "--max-prs applies to --github only, not --local",
+        ["m"],
+    ),
+    Case(
+        "mine with no language",
+        ["data", "mine", "--local", "{tmp}/clone", "--out", "{tmp}/m", "--languages", ""],
+        "--languages: give suffixes",
         ["m"],
     ),
     Case(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import math
+import re
 import sys
 import types
 from collections.abc import Callable, Sequence
@@ -81,6 +82,15 @@ def _innermost(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Arg
             if isinstance(action, argparse._SubParsersAction) and token in action.choices:
                 return _innermost(action.choices[token], argv[position + 1 :])
     return parser
+
+
+def repo_name(text: str) -> str:
+    """A GitHub repository's OWNER/NAME (what rows, ids and decontamination match repositories by)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9_.-]+", text) or text.endswith((".", "/")):
+        raise argparse.ArgumentTypeError(
+            f"expected OWNER/NAME as on GitHub (e.g. pallets/click), got {text!r}"
+        )
+    return text
 
 
 def _number(kind: Callable[[str], float], text: str) -> float:

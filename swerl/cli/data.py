@@ -10,7 +10,7 @@ from pathlib import Path
 
 from data_pipeline.config import MineConfig
 from swerl.cli import exiting
-from swerl.cli.args import existing_dir, nonnegative_int, output_dir, positive_int, unit_interval
+from swerl.cli.args import existing_dir, nonnegative_int, output_dir, positive_int, repo_name, unit_interval
 from swerl.edit_format.prompts import PROMPT_STYLES
 from swerl.errors import UserError
 
@@ -68,6 +68,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     mine.add_argument(
         "--repo-name",
+        type=repo_name,
         metavar="OWNER/REPO",
         help="--local: the repository's name in rows and ids (default: from a GitHub origin URL, else "
         "local/<directory>; give it so rows can be matched with clones and datasets later)",
@@ -310,9 +311,26 @@ def _require_git_repository(path: Path) -> None:
         raise UserError(f"--local {path}: a folder inside the clone {top}; give the clone's top folder")
 
 
+# Options of one source only, with how to tell that the user gave them: given with another source they
+# would be passed over (--max-prs with --local mined every PR).
+_SOURCE_OPTIONS = {
+    "--repo-name": ("local", lambda a: a.repo_name is not None),
+    "--ref": ("local", lambda a: a.ref != "HEAD"),
+    "--max-prs": ("github", lambda a: a.max_prs is not None),
+    "--repos": ("gharchive", lambda a: a.repos is not None),
+}
+
+
 def _require_mine_options(args: argparse.Namespace) -> None:
     """What would otherwise fail after the run directory was written (and then hold the failed run's
-    options against the corrected command): a folder that is no tokenizer, Ray missing."""
+    options against the corrected command), or be passed over: an option of another source, a folder
+    that is no tokenizer, Ray missing."""
+    source = "local" if args.local is not None else "github" if args.github else "gharchive"
+    for option, (owner, given) in _SOURCE_OPTIONS.items():
+        if given(args) and owner != source:
+            raise UserError(f"{option} applies to --{owner} only, not --{source}")
+    if args.languages.strip() == "":
+        raise UserError("--languages: give suffixes (py,pyi) or any")
     if args.tokenizer is not None:
         from swerl.configs import missing_model
 
