@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
-from data_pipeline.stats import funnel, plot_histogram
+from data_pipeline.stats import Funnel, funnel, plot_histogram
 from data_pipeline.synthetic import HistoryBuilder, random_fix
 
 
@@ -55,6 +56,13 @@ def test_mine_then_stats(tmp_path):
     for name in ("prompt_tokens.png", "files_per_instance.png"):
         data = (out / "stats" / name).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 100
+    assert f"prompt tokens per instance: n={report.rows} " in stats.stdout
+    # A run stopped mid-way can leave a shard written but not recorded: the histograms count what the
+    # funnel counts.
+    first = sorted((out / "data").glob("shard-*.parquet"))[0]
+    (out / "data" / "shard-99999.parquet").write_bytes(first.read_bytes())
+    again = run("stats", str(out))
+    assert f"prompt tokens per instance: n={report.rows} " in again.stdout, again.stdout
 
 
 def test_histogram_png(tmp_path):
@@ -90,3 +98,12 @@ def test_a_clone_without_commits_or_an_unknown_ref_is_a_clean_error(tmp_path):
         proc.stderr
     )
     assert "Traceback" not in proc.stderr
+
+
+def test_a_stopped_runs_funnel_accounts_for_every_candidate():
+    stopped = Funnel(candidates=20, rows=5, drops={"extract": Counter(deletes_file=3)}, complete=False)
+    lines = stopped.text().splitlines()
+    assert "  - not yet through every stage    12" in lines
+    assert lines[-1].startswith("rows") and lines[-1].endswith("(run not finished)")
+    finished = Funnel(candidates=8, rows=5, drops={"extract": Counter(deletes_file=3)}, complete=True)
+    assert "not yet" not in finished.text()
