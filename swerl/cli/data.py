@@ -207,6 +207,31 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     stats.set_defaults(run=_run_stats)
 
+    split = commands.add_parser(
+        "split",
+        help="write a mined directory's rows as train.parquet and eval.parquet",
+        description="Hold out rows for evaluation so that nothing about them was seen in training: by "
+        "default the newest PRs (--by time); --by repo holds out whole repositories, --by random draws "
+        "rows. Writes DEST/train.parquet and DEST/eval.parquet, for train_file and eval_file.",
+        epilog="example: swerl data split runs/mined --eval-size 50 && swerl train sft --config C "
+        "--set train_file=runs/mined/split/train.parquet --set eval_file=runs/mined/split/eval.parquet",
+    )
+    split.add_argument("dir", type=existing_dir, help="a finished `swerl data mine` output directory")
+    split.add_argument("--by", choices=("time", "repo", "random"), default="time", help="what is held out")
+    size = split.add_mutually_exclusive_group()
+    size.add_argument("--eval-size", type=positive_int, help="rows held out")
+    size.add_argument(
+        "--eval-fraction", type=unit_interval, default=0.05, help="share of the rows held out (default 0.05)"
+    )
+    split.add_argument("--seed", type=nonnegative_int, default=0, help="--by random: the draw's seed")
+    split.add_argument(
+        "--to", type=output_dir, default=None, help="where the two files go (default DIR/split)"
+    )
+    split.add_argument(
+        "--overwrite", action="store_true", help="replace train.parquet and eval.parquet there"
+    )
+    split.set_defaults(run=_run_split)
+
 
 def _config(args: argparse.Namespace):
     from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
@@ -371,6 +396,21 @@ def _run_stats(args: argparse.Namespace) -> int:
     print(report.text())
     for path in write_histograms(args.dir, args.plots or args.dir / "stats"):
         print(f"wrote {path}")
+    return 0
+
+
+def _run_split(args: argparse.Namespace) -> int:
+    from data_pipeline.split import finished_rows, write_split
+
+    dest = args.to or args.dir / "split"
+    existing = [name for name in ("train.parquet", "eval.parquet") if (dest / name).exists()]
+    if existing and not args.overwrite:
+        raise UserError(f"{dest} already holds {', '.join(existing)}; pass --overwrite to replace them")
+    table = finished_rows(args.dir)
+    size = args.eval_size or max(1, round(table.num_rows * args.eval_fraction))
+    train, held_out = write_split(table, dest, args.by, size, args.seed)
+    print(f"{dest / 'train.parquet'}: {train} rows", file=sys.stderr)
+    print(f"{dest / 'eval.parquet'}: {held_out} rows (held out by {args.by})", file=sys.stderr)
     return 0
 
 

@@ -48,12 +48,26 @@ def _missing_columns(names: Iterable[str]) -> list[str]:
     return [c for c in needed if c not in names]
 
 
+def rows_location(path: Path) -> Path:
+    """Where the rows of `path` are: a `swerl data mine` output keeps them in its data/ folder, so its own
+    folder may be given as well."""
+    data = path / "data"
+    if (
+        path.is_dir()
+        and not any(path.glob("*.parquet"))
+        and (path / "manifest.json").is_file()
+        and data.is_dir()
+    ):
+        return data
+    return path
+
+
 def rows_file_problem(path: str | Path) -> str | None:
     """Why `path` cannot be training rows (None if it looks right), from its schema or its first row,
     without reading it whole: checked before a model is loaded."""
     import pyarrow as pa
 
-    path = Path(path)
+    path = rows_location(Path(path))
     if path.is_dir():
         files = sorted(path.glob("*.parquet"))
         if not files:
@@ -86,7 +100,7 @@ def rows_file_problem(path: str | Path) -> str | None:
 
 def read_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows of a .parquet or .jsonl file (a directory: every .parquet file in it, sorted)."""
-    path = Path(path)
+    path = rows_location(Path(path))
     if path.is_dir():
         files = sorted(path.glob("*.parquet"))
         rows = [row for f in files for row in pq.read_table(f).to_pylist()]
