@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from swerl.cli.args import model_name, nonnegative_int, positive_int, unit_interval
+from swerl.errors import UserError
 
 
 def register(groups: argparse._SubParsersAction) -> None:
@@ -23,7 +24,12 @@ def register(groups: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--gpu-memory-utilization", type=unit_interval, default=0.9, help="share of each GPU vLLM may take"
     )
-    parser.add_argument("--dtype", default="bfloat16", choices=("auto", "bfloat16", "float16", "float32"))
+    parser.add_argument(
+        "--dtype",
+        default="bfloat16",
+        choices=("auto", "bfloat16", "float16", "float32"),
+        help="weights and activations of the served copy (default bfloat16; the trainer's weights are cast)",
+    )
     parser.add_argument(
         "--max-model-len", type=positive_int, default=None, help="context length (default: model's)"
     )
@@ -33,7 +39,15 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import importlib.util
+
     from swerl.rollout.vllm_server import serve
+
+    if importlib.util.find_spec("vllm") is None:
+        raise UserError(
+            "swerl vllm-serve needs vLLM, an optional CUDA-only dependency: pip install 'swerl[vllm]' on "
+            "a GPU machine (see docs/training.md); without GPUs train with rollout_engine: hf instead"
+        )
 
     def ready(server: object) -> None:
         print(f"vLLM server ready on {args.host}:{getattr(server, 'port', args.port)}", flush=True)
