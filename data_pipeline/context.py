@@ -18,8 +18,8 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
-from operator import attrgetter
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 import numpy as np
 
@@ -36,8 +36,7 @@ from data_pipeline.tokens import TokenCounter, count_composed, estimate_tokens, 
 from swerl.edit_format import build_messages, render_repair_prompt, system_prompt_for
 
 _CONTEXT_ROLES = frozenset({"source", "test"})
-# The BM25-only tier's sizes are gathered in C (`build`): it is most of a large pool.
-_TOKENS = attrgetter("tokens")
+_V = TypeVar("_V")
 # Per-file overhead of the rendered block (`### path`, two fences, blank line), in estimated tokens.
 _FILE_OVERHEAD = 8
 
@@ -130,6 +129,7 @@ class PoolIndex:
     def __init__(self) -> None:
         self.shas: dict[str, str] = {}  # every pool file held, readable or not
         self.facts: dict[str, BlobFacts] = {}  # the readable ones
+        self.tokens: dict[str, int] = {}  # their token counts (`facts[path].tokens`), for array passes
         self.bm25 = bm25.Index()
         self._importers: dict[str, set[str]] = {}
         self._by_dir: dict[str, set[str]] = {}
@@ -188,12 +188,14 @@ class PoolIndex:
             self._by_dir.setdefault(_split(path)[0], set()).add(path)
             self.modules.add(path)
         self.facts[path] = facts
+        self.tokens[path] = facts.tokens
         hint = facts.changed_terms if old is not None and facts.derived_from == previous else None
         self.bm25.put(path, facts.terms, facts.length, changed=hint)
 
     def _unindex(self, path: str) -> None:
         old = self.facts.pop(path, None)
         if old is not None:
+            del self.tokens[path]
             self.bm25.remove(path)
             for name in old.imports:
                 _discard(self._importers, name, path)
@@ -233,6 +235,30 @@ class _Without(Mapping[str, str]):
         return len(self._items) - sum(1 for key in self._left_out if key in self._items)
 
 
+class _BySuffix(Mapping[str, _V]):
+    """Mappings of paths, one per file suffix, as one: a path is looked up in its suffix's only (the
+    pools and facts of a PR's pool indexes, one per suffix of its changed files)."""
+
+    def __init__(self, parts: dict[str, Mapping[str, _V]]) -> None:
+        self._parts = parts
+
+    def __getitem__(self, path: str) -> _V:
+        part = self._parts.get(_split(path)[1])
+        if part is None:
+            raise KeyError(path)
+        return part[path]
+
+    def __contains__(self, path: object) -> bool:
+        part = self._parts.get(_split(path)[1]) if isinstance(path, str) else None
+        return part is not None and path in part
+
+    def __iter__(self) -> Iterator[str]:
+        return chain.from_iterable(self._parts.values())
+
+    def __len__(self) -> int:
+        return sum(map(len, self._parts.values()))
+
+
 @lru_cache(maxsize=256)
 def _pool_kind(kinds: frozenset[str]) -> tuple[Hashable, Callable[[str], bool]]:
     """The listing key and predicate of the pool of files with one of the suffixes `kinds`."""
@@ -247,10 +273,11 @@ def _discard(index: dict[str, set[str]], key: str, path: str) -> None:
             del index[key]
 
 
-# Per process, one per (repository, suffixes, token counter, size limit) most recently ranked; each
-# holds the facts of its pool.
-_POOL_INDEXES: OrderedDict[tuple[str, frozenset[str], TokenCounter, int], PoolIndex] = OrderedDict()
-_POOL_INDEXES_MAX = 4
+# Per process, one per (repository, suffix, token counter, size limit) most recently ranked; each
+# holds the facts of its pool (at most `max_candidate_files` files), so these bound the memory the
+# context stage holds, whatever the length of the history.
+_POOL_INDEXES: OrderedDict[tuple[str, str, TokenCounter, int], PoolIndex] = OrderedDict()
+_POOL_INDEXES_MAX = 6
 
 
 class ContextBuilder:
@@ -287,26 +314,23 @@ class ContextBuilder:
         modified_shas: dict[str, str] | None = None,
     ) -> dict[str, str]:
         """path -> blob sha of the unmodified source and test files with one of `suffixes`, up to
-        `max_candidate_files` in tree order: the files a prompt may show besides the modified ones.
-        The blob shas of the modified files among those files go to `modified_shas`."""
-        files = self.reader.matching_files(base_commit, *_pool_kind(frozenset(suffixes)))
+        `max_candidate_files` of each suffix in tree order: the files a prompt may show besides the
+        modified ones. The blob shas of the modified files met before a suffix's cap go to
+        `modified_shas`. (The reference listing: `PoolIndex.follow` holds the same files per suffix.)"""
+        modified = set(modified)
         cap = self.config.max_candidate_files
-        if len(files) <= cap:  # the usual case: every such file but the modified ones
-            pool = dict(files)
-            for path in modified:
-                sha = pool.pop(path, None)
-                if sha is not None and modified_shas is not None:
-                    modified_shas[path] = sha
-            return pool
-        pool = {}
-        for path, sha in files:
-            if len(pool) >= cap:
-                break
-            if path in modified:
-                if modified_shas is not None:
-                    modified_shas[path] = sha
-                continue
-            pool[path] = sha
+        pool: dict[str, str] = {}
+        for suffix in sorted(suffixes):
+            taken = 0
+            for path, sha in self.reader.matching_files(base_commit, *_pool_kind(frozenset({suffix}))):
+                if taken >= cap:
+                    break
+                if path in modified:
+                    if modified_shas is not None:
+                        modified_shas[path] = sha
+                    continue
+                pool[path] = sha
+                taken += 1
         return pool
 
     def prefetch(self, commits: Iterable[str]) -> None:
@@ -360,10 +384,10 @@ class ContextBuilder:
         self._index(files)
         return {key: self._facts[key] for key in files}
 
-    def _pool_index(self, suffixes: frozenset[str]) -> PoolIndex:
+    def _pool_index(self, suffix: str) -> PoolIndex:
         # Everything a file's facts depend on besides its blob: another counter or size limit (another
         # run in this process) gets an index of its own.
-        key = (self._repo, suffixes, self.count, self.filters.max_file_bytes)
+        key = (self._repo, suffix, self.count, self.filters.max_file_bytes)
         index = _POOL_INDEXES.get(key)
         if index is None:
             index = _POOL_INDEXES[key] = PoolIndex()
@@ -485,22 +509,35 @@ class ContextBuilder:
         modified: dict[str, str],
         new_paths: list[str],
         model_picks: Sequence[str] = (),
-    ) -> tuple[list[tuple[str, str, str, int]], dict[str, float], Mapping[str, str], dict[str, BlobFacts]]:
+    ) -> tuple[list[tuple[str, str, str, int]], dict[str, float], Mapping[str, str], dict[str, int]]:
         """The unmodified files a prompt may show, most relevant first, in two parts: (path, blob sha,
         reason, tokens) of the readable `model_picks` in their order and of the linked tiers, then the
         BM25-only tier (most of a large pool) as path -> score, unordered (`_best_first` orders as much
-        of it as `build` reads), with the pool and its facts to complete them."""
-        suffixes = frozenset(_split(p)[1] for p in [*modified, *new_paths])
-        # The index holds the pool and the modified files it meets before the cap too, which the pool of
-        # the next PR, with other modified files, holds again: the ranking leaves them out instead
-        # (`shas`), so they are not removed and added back at every PR.
-        pooled = self._pool_index(suffixes)
-        pool, shas = pooled.follow(
-            self.reader, base_commit, suffixes, self.config.max_candidate_files, modified, self._facts_for
-        )
-        facts = pooled.facts
+        of it as `build` reads), with the pool and the token count of each of its readable files."""
+        # One pool index per suffix of the changed files, ranked as one (a PR that changes `.py` and
+        # `.yml` files uses the `.py` index every other PR uses, not one of its own). Each holds its
+        # pool and the modified files it meets before the cap too, which the pool of the next PR, with
+        # other modified files, holds again: the ranking leaves them out instead (`shas`), so they are
+        # not removed and added back at every PR.
+        indexes: dict[str, PoolIndex] = {}
+        pools: dict[str, Mapping[str, str]] = {}
+        shas: dict[str, str] = {}
+        for suffix in sorted({_split(p)[1] for p in [*modified, *new_paths]}):
+            indexes[suffix] = self._pool_index(suffix)
+            pools[suffix], held = indexes[suffix].follow(
+                self.reader,
+                base_commit,
+                frozenset({suffix}),
+                self.config.max_candidate_files,
+                modified,
+                self._facts_for,
+            )
+            shas.update(held)
+        pool = _BySuffix(pools)
+        facts = _BySuffix({suffix: index.facts for suffix, index in indexes.items()})
         # Module names resolve among the pool's readable files and the PR's own files.
-        modules, also = pooled.modules, [path for path in (*modified, *new_paths) if path not in facts]
+        modules = indexes[".py"].modules if ".py" in indexes else ModuleIndex()
+        also = [path for path in (*modified, *new_paths) if path not in facts]
         targets = set(modified) | set(new_paths)
         imports: set[str] = set()
         for path, text in modified.items():
@@ -510,15 +547,17 @@ class ContextBuilder:
                 known = facts.get(path) if path in shas else None
                 imports |= modules.resolve(known.imports if known is not None else _imports(path, text), also)
         names_of_targets = {n for p in targets for n in module_names(p) if p in modules.resolve([n], also)}
-        imported_by = pooled.importing(names_of_targets) - shas.keys()
+        imported_by = set().union(*(index.importing(names_of_targets) for index in indexes.values()))
+        imported_by -= shas.keys()
         dirs = {_split(p)[0] for p in targets}
-        scores = pooled.bm25.scores(problem, exclude=shas)
+        scores = bm25.joint_scores([(index.bm25, shas) for index in indexes.values()], problem)
         # The model's picks in its order, then the files an import links or that share a directory
         # (few), then the files that share a term with the issue (most of a large pool, often): ranked by
         # (tier, -score, path), the last tier sorted in C and its entries made only as far as `build`
         # reads them. Any other file (no link, another directory, no common term) is never shown.
         picked = {path: facts[path] for path in model_picks if path in pool and path in facts}
-        near = {path for path in imports | imported_by | pooled.in_dirs(dirs) if path in pool} - picked.keys()
+        in_dirs = set().union(*(index.in_dirs(dirs) for index in indexes.values()))
+        near = {path for path in imports | imported_by | in_dirs if path in pool} - picked.keys()
         ranked = []
         for path in near:
             if path in facts:
@@ -531,7 +570,11 @@ class ContextBuilder:
             far.pop(path, None)
         head = [(path, pool[path], "model", f.tokens) for path, f in picked.items()]
         head += [(path, pool[path], reason, tokens) for _, _, path, reason, tokens in ranked]
-        return head, far, pool, facts
+        # The token counts of the tier's files, in one mapping (a copy only for a PR of several suffixes).
+        tokens: dict[str, int] = {}
+        for index in indexes.values():
+            tokens = index.tokens if not tokens else {**tokens, **index.tokens}
+        return head, far, pool, tokens
 
     def build(
         self,
@@ -560,25 +603,38 @@ class ContextBuilder:
         files = list(modified.items())
         result = ContextResult(files=files, reasons=dict.fromkeys(modified, "modified"))
         chosen: list[tuple[str, str]] = []
-        head, far, pool, facts = self._ranked_tiers(base_commit, problem, modified, new_paths, model_picks)
+        head, far, pool, tokens = self._ranked_tiers(base_commit, problem, modified, new_paths, model_picks)
         # Every tier, in order: each file that still fits, until `max_extra_files` are chosen. The
         # BM25-only tier is ordered a part at a time, as far as the choice goes: the files that fit
         # are usually near its top, and no file fits a room below the per-file overhead.
         room, slots = budget - used, self.config.max_extra_files
-        sizes = np.fromiter((tokens for *_, tokens in head), dtype=np.int64, count=len(head))
+        sizes = np.fromiter((size for *_, size in head), dtype=np.int64, count=len(head))
         for at in _fitting(sizes, room, slots):
-            path, sha, reason, tokens = head[at]
+            path, sha, reason, size = head[at]
             chosen.append((path, sha))
             result.reasons[path] = reason
-            room, slots = room - tokens, slots - 1
-        for part in _best_first(far):
-            if not slots or room < _FILE_OVERHEAD:
-                break
-            sizes = np.fromiter(map(_TOKENS, map(facts.__getitem__, part)), dtype=np.int64, count=len(part))
+            room, slots = room - size, slots - 1
+        first = True
+        while far and slots and room >= _FILE_OVERHEAD:
+            if first:  # the top of the tier: usually enough
+                part = next(_best_first(far))
+            else:
+                # The rest, less what does not fit the room left now (it never fits later), in one pass
+                # of array operations: a large pool's tier is mostly passed over once the room is small.
+                keys = list(far)
+                values = np.fromiter(far.values(), dtype=np.float64, count=len(keys))
+                sizes = np.fromiter(map(tokens.__getitem__, keys), dtype=np.int64, count=len(keys))
+                kept = np.flatnonzero((values < min(far[path] for path in part)) & (sizes <= room))
+                far = {keys[at]: far[keys[at]] for at in kept.tolist()}
+                part = [path for rest in _best_first(far) for path in rest]
+            sizes = np.fromiter(map(tokens.__getitem__, part), dtype=np.int64, count=len(part))
             for at in _fitting(sizes, room, slots):
                 chosen.append((part[at], pool[part[at]]))
                 result.reasons[part[at]] = "bm25"
                 room, slots = room - int(sizes[at]), slots - 1
+            if not first:
+                break
+            first = False
         contents = self.reader.blobs(sha for _, sha in chosen)
         for path, sha in chosen:
             files.append((path, contents[sha].decode("utf-8")))

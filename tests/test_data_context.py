@@ -123,16 +123,17 @@ def _ranked_one_by_one(builder, base_commit, problem, modified, new_paths):
 
 def _ranked(builder, base_commit, problem, modified, new_paths):
     """Every file `_ranked_tiers` ranks, as (path, blob sha, reason, tokens), most relevant first."""
-    head, far, pool, facts = builder._ranked_tiers(base_commit, problem, modified, new_paths)
+    head, far, pool, tokens = builder._ranked_tiers(base_commit, problem, modified, new_paths)
     ordered = [path for part in context_module._best_first(far, first=2) for path in part]
-    return head + [(path, pool[path], "bm25", facts[path].tokens) for path in ordered]
+    return head + [(path, pool[path], "bm25", tokens[path]) for path in ordered]
 
 
 @pytest.mark.parametrize("cap", [5_000, 37])
 def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch, cap):
     """The context index follows PR after PR (and jumps back and forth, as a worker between blocks
     does): its ranking equals ranking the whole pool from scratch, files added, removed and unreadable
-    included; with a pool cap below the repository's files too (the pool's edge moves)."""
+    included; with a pool cap below the repository's files too (the pool's edge moves), and for PRs
+    that change files of two suffixes (two pool indexes ranked as one)."""
     from data_pipeline.gitstore import ObjectReader
     from data_pipeline.synthetic import HistoryBuilder, random_fix
 
@@ -140,6 +141,8 @@ def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch, ca
     history = HistoryBuilder(seed=11, files=120)  # copies in subpackages past the stdlib's ~80 modules
     prs = [random_fix(history) for _ in range(30)]
     history.plain_commit("Vendor a blob", {"pkg/sub1/blob.py": b"\x00\x01binary"})
+    stubs = {f"pkg/stub{i}.pyi": f"def parse_{i}(value: str) -> int: ...\n".encode() for i in range(6)}
+    history.plain_commit("Add stubs", stubs)
     prs += [random_fix(history) for _ in range(10)]
     history.plain_commit("Drop a module", {next(iter(history.source_paths())): None})
     prs += [random_fix(history) for _ in range(10)]
@@ -147,10 +150,10 @@ def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch, ca
     git_dir = tmp_path / "repo" / ".git"
     order = prs + prs[::-1][:15] + prs[5:12]
     with ObjectReader(git_dir) as reader:
-        for pr in order:
+        for at, pr in enumerate(order):
             base = reader.read(pr.sha)[1].split(b"\nparent ")[1][:40].decode()
             modified = {p: b.decode() for p, b in pr.before.items() if b is not None}
-            new_paths = [p for p in pr.changes if p not in modified]
+            new_paths = [p for p in pr.changes if p not in modified] + ["pkg/new_stub.pyi"] * (at % 3 == 0)
             config = ContextConfig(max_candidate_files=cap)
             builder = ContextBuilder(reader, config, FilterConfig(), estimate_tokens)
             expected = _ranked_one_by_one(builder, base, pr.body, modified, new_paths)
