@@ -163,6 +163,10 @@ class Index:
         # date with the documents, so the postings of a term no query asked for cost its documents
         # (few, for the terms an issue has that code rarely does) rather than a pass over all of them.
         self._holders: dict[str, array[int]] = {}
+        # term -> its postings as arrays (slots, counts) for the NumPy path, made when a query first
+        # needs them and dropped when the postings change: the terms of long issue texts are asked again
+        # and again, and their postings hold thousands of documents.
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -196,6 +200,7 @@ class Index:
                 self._postings[term][key] = count
             else:
                 self._postings[term].pop(key, None)
+            self._arrays.pop(term, None)
         self._docs[key] = (counts, length)
         self._total_length += length
         self._lengths[slot] = length
@@ -231,6 +236,7 @@ class Index:
         self._total_length -= length
         for term in counts.keys() & self._postings.keys():
             self._postings[term].pop(key, None)
+            self._arrays.pop(term, None)
         slot = self._ids.pop(key)
         for term, count in counts.items():
             if count > 0:
@@ -253,7 +259,7 @@ class Index:
             self._postings.move_to_end(term)
         found = [self._postings[term] for term in wanted]
         while len(self._postings) > self._max_terms:
-            self._postings.popitem(last=False)
+            self._arrays.pop(self._postings.popitem(last=False)[0], None)
         return found
 
     def scores(
@@ -267,7 +273,7 @@ class Index:
 
     def _scores_scalar(
         self,
-        terms_in: list[tuple[float, dict[str, int]]],
+        terms_in: list[tuple[float, str, dict[str, int]]],
         left_out: list[str],
         avg_len: float,
         k1: float,
@@ -277,7 +283,7 @@ class Index:
         scores: dict[str, float] = {}
         norms: dict[str, float] = {}  # per document, computed once whatever the number of its terms
         docs = self._docs
-        for weight, posting in terms_in:
+        for weight, _, posting in terms_in:
             for key, tf in posting.items():
                 if key in left_out:
                     continue
@@ -289,7 +295,7 @@ class Index:
 
     def _scores_vectorized(
         self,
-        terms_in: list[tuple[float, dict[str, int]]],
+        terms_in: list[tuple[float, str, dict[str, int]]],
         left_out: list[str],
         avg_len: float,
         k1: float,
@@ -299,9 +305,14 @@ class Index:
         operations (`_norm`), so the same floats; each document's sum still goes term by term."""
         total = np.zeros(len(self._keys))
         touched = np.zeros(len(self._keys), dtype=bool)
-        for weight, posting in terms_in:
-            slots = np.fromiter(map(self._ids.__getitem__, posting), dtype=np.intp, count=len(posting))
-            tf = np.fromiter(posting.values(), dtype=np.float64, count=len(posting))
+        for weight, term, posting in terms_in:
+            arrays = self._arrays.get(term)
+            if arrays is None:
+                arrays = self._arrays[term] = (
+                    np.fromiter(map(self._ids.__getitem__, posting), dtype=np.intp, count=len(posting)),
+                    np.fromiter(posting.values(), dtype=np.float64, count=len(posting)),
+                )
+            slots, tf = arrays
             total[slots] += weight * tf * (k1 + 1) / (tf + _norm(self._lengths[slots], avg_len, k1, b))
             touched[slots] = True
         touched[[self._ids[key] for key in left_out]] = False
@@ -341,9 +352,11 @@ def joint_scores(
     scores: dict[str, float] = {}
     for found, (index, left_out) in zip(postings, held, strict=True):
         terms_in = [
-            (weight, posting) for weight, posting in zip(weights, found, strict=True) if posting and weight
+            (weight, term, posting)
+            for weight, term, posting in zip(weights, query_terms, found, strict=True)
+            if posting and weight
         ]
-        if sum(len(posting) for _, posting in terms_in) >= VECTOR_FROM:
+        if sum(len(posting) for _, _, posting in terms_in) >= VECTOR_FROM:
             scores.update(index._scores_vectorized(terms_in, left_out, avg_len, k1, b))
         else:
             scores.update(index._scores_scalar(terms_in, left_out, avg_len, k1, b))

@@ -503,8 +503,14 @@ class ObjectReader(GitPipe):
     ) -> None:
         if old_tree == new_tree:
             return
-        old = {name: (mode, sha) for mode, name, sha in self._tree(old_tree, prefix)}
-        new = {name: (mode, sha) for mode, name, sha in self._tree(new_tree, prefix)}
+        # The entries of either tree only (a set operation in C: a changed tree such as a large
+        # package's differs from its last version in an entry or two), by name on each side.
+        before_entries = set(self._tree(old_tree, prefix))
+        old: dict[str, tuple[str, str]] = {}
+        new: dict[str, tuple[str, str]] = {}
+        for entry in before_entries.symmetric_difference(self._tree(new_tree, prefix)):
+            mode, name, sha = entry
+            (old if entry in before_entries else new)[name] = (mode, sha)
         for name in old.keys() | new.keys():
             before, after = old.get(name, _ABSENT), new.get(name, _ABSENT)
             if before == after:
