@@ -140,7 +140,8 @@ class Index:
     `bm25_scores` makes per term anyway) and then kept up to date: a pool ranked once costs what
     ranking it one by one costs, not the indexing of every term of every file (40x more for a pool of
     1,000 files), and the terms issues use again and again are looked up, not scanned for. At most
-    `max_terms` terms keep their postings (least recently asked out first).
+    `max_postings` (document, count) entries are kept over all terms (least recently asked terms out
+    first): the memory they take is bounded by that, not by how many terms a long history asks for.
 
     `scores(query)` equals `bm25_scores` over the same documents, float for float: the same document
     frequencies, average length and per-term expression, summed per document in the query's term order.
@@ -148,11 +149,12 @@ class Index:
     one array operation per term in the same order of operations, which gives the same floats.
     """
 
-    def __init__(self, max_terms: int = 20_000) -> None:
+    def __init__(self, max_postings: int = 400_000) -> None:
         self._docs: dict[str, tuple[Counter[str], int]] = {}
         # term -> {document: count}, for the terms queries asked for (an empty one: no document has it).
         self._postings: OrderedDict[str, dict[str, int]] = OrderedDict()
-        self._max_terms = max_terms
+        self._max_postings = max_postings
+        self._posted = 0  # entries in `_postings`
         self._total_length = 0
         # Dense ids for the NumPy path: a document's slot in `_keys` and `_lengths`, reused when freed.
         self._ids: dict[str, int] = {}
@@ -196,10 +198,12 @@ class Index:
                     self._hold(term, slot)
         for term in changed & self._postings.keys():
             count = counts.get(term, 0)
+            posting = self._postings[term]
             if count > 0:
-                self._postings[term][key] = count
-            else:
-                self._postings[term].pop(key, None)
+                self._posted += key not in posting
+                posting[key] = count
+            elif posting.pop(key, None) is not None:
+                self._posted -= 1
             self._arrays.pop(term, None)
         self._docs[key] = (counts, length)
         self._total_length += length
@@ -235,7 +239,8 @@ class Index:
         counts, length = self._docs.pop(key)
         self._total_length -= length
         for term in counts.keys() & self._postings.keys():
-            self._postings[term].pop(key, None)
+            if self._postings[term].pop(key, None) is not None:
+                self._posted -= 1
             self._arrays.pop(term, None)
         slot = self._ids.pop(key)
         for term, count in counts.items():
@@ -255,11 +260,15 @@ class Index:
         for term in dict.fromkeys(t for t in wanted if t not in self._postings):
             holders = [keys[slot] for slot in self._holders.get(term, ())]
             self._postings[term] = {key: docs[key][0][term] for key in holders if key is not None}
+            self._posted += len(self._postings[term])
         for term in wanted:
             self._postings.move_to_end(term)
         found = [self._postings[term] for term in wanted]
-        while len(self._postings) > self._max_terms:
-            self._arrays.pop(self._postings.popitem(last=False)[0], None)
+        # The terms just asked stay, whatever their size (they are at the end).
+        while self._posted > self._max_postings and len(self._postings) > len(found):
+            term, posting = self._postings.popitem(last=False)
+            self._posted -= len(posting)
+            self._arrays.pop(term, None)
         return found
 
     def scores(

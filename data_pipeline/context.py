@@ -709,7 +709,9 @@ def _split(path: str) -> tuple[str, str]:
     return str(pure.parent), pure.suffix
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=512)
 def _imports(path: str, text: str) -> frozenset[str]:
-    """Modules a Python file imports; memoised because a modified file is often shown to several PRs."""
+    """Modules a Python file imports; memoised because a modified file is often shown to several PRs
+    (the most recent few: each entry holds a whole file's text, and the pool indexes keep the imports
+    of every file they hold)."""
     return frozenset(imported_modules(path, text))

@@ -20,18 +20,18 @@ def _doc(rng: random.Random) -> tuple[Counter[str], int]:
 
 
 @pytest.mark.parametrize(
-    ("vector_from", "max_terms"),
-    [(bm25.VECTOR_FROM, 20_000), (0, 20_000), (bm25.VECTOR_FROM, 3)],
+    ("vector_from", "max_postings"),
+    [(bm25.VECTOR_FROM, 400_000), (0, 400_000), (bm25.VECTOR_FROM, 30)],
     ids=["python", "numpy", "postings-evicted"],
 )
 def test_index_scores_equal_one_by_one_scores_through_changes_and_exclusions(
-    monkeypatch, vector_from, max_terms
+    monkeypatch, vector_from, max_postings
 ):
     monkeypatch.setattr(bm25, "VECTOR_FROM", vector_from)  # 0: every query through the NumPy path
     rng = random.Random(7)
-    index = bm25.Index(max_terms=max_terms)  # 3: postings are dropped and rebuilt all the time
+    index = bm25.Index(max_postings=max_postings)  # 30: postings are dropped and rebuilt all the time
     # The same documents spread over three indexes, ranked as one (`joint_scores`).
-    parts = [bm25.Index(max_terms=max_terms) for _ in range(3)]
+    parts = [bm25.Index(max_postings=max_postings) for _ in range(3)]
     docs: dict[str, tuple[Counter[str], int]] = {}
     for step in range(400):
         at = rng.randrange(100)
@@ -58,6 +58,7 @@ def test_index_scores_equal_one_by_one_scores_through_changes_and_exclusions(
         got = index.scores(query, exclude=left_out)
         assert got == {key: score for key, score in expected.items() if score > 0}, step  # exactly equal
         assert len(index) == len(docs)
+        assert index._posted == sum(map(len, index._postings.values()))  # the bound counts what is kept
         assert bm25.joint_scores([(one, left_out) for one in parts], query) == got, step
 
 
