@@ -127,6 +127,9 @@ class PoolIndex:
     """
 
     def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
         self.shas: dict[str, str] = {}  # every pool file held, readable or not
         self.facts: dict[str, BlobFacts] = {}  # the readable ones
         self.tokens: dict[str, int] = {}  # their token counts (`facts[path].tokens`), for array passes
@@ -153,22 +156,29 @@ class PoolIndex:
         them back at every PR."""
         listing = self.listing
         key, keep = _pool_kind(kinds)
-        touched = listing.apply(commit, reader.changed_files(listing.commit, commit, key, keep))
-        edge = listing.held_edge(cap, modified)
-        moved = touched.union(listing.between(listing.edge, edge))
-        listing.edge = edge
-        files = listing.files
-        held = {path: files[path] for path in moved if listing.is_held(path, edge)}
-        for path in [path for path in moved if path in self.shas and path not in held]:
-            del self.shas[path]
-            self._unindex(path)
-        changed = [(path, sha) for path, sha in held.items() if self.shas.get(path) != sha]
-        if changed:
-            found = facts_of(changed)
-            for path, sha in changed:
-                previous = self.shas.get(path)
-                self.shas[path] = sha
-                self._index(path, found[(path, sha)], previous)
+        changes = reader.changed_files(listing.commit, commit, key, keep)
+        try:
+            touched = listing.apply(commit, changes)
+            edge = listing.held_edge(cap, modified)
+            moved = touched.union(listing.between(listing.edge, edge))
+            listing.edge = edge
+            files = listing.files
+            held = {path: files[path] for path in moved if listing.is_held(path, edge)}
+            for path in [path for path in moved if path in self.shas and path not in held]:
+                del self.shas[path]
+                self._unindex(path)
+            changed = [(path, sha) for path, sha in held.items() if self.shas.get(path) != sha]
+            if changed:
+                found = facts_of(changed)  # reads blobs: may fail (a missing object)
+                for path, sha in changed:
+                    previous = self.shas.get(path)
+                    self.shas[path] = sha
+                    self._index(path, found[(path, sha)], previous)
+        except BaseException:
+            # Half followed, the index would hold files of two commits, and the next PR's changes would
+            # not mend it: start afresh instead (the next PR lists its pool whole).
+            self._clear()
+            raise
         left_out = {path: self.shas[path] for path in modified if path in self.shas}
         return _Without(self.shas, left_out), left_out
 

@@ -167,7 +167,7 @@ def test_a_pool_followed_by_tree_diffs_is_the_listed_pool(tmp_path, seed):
     edge), it holds what a full listing cut at the cap gives (`_pool`): the pool and the modified files
     met before the cap."""
     from data_pipeline.context import PoolIndex
-    from data_pipeline.gitstore import ObjectReader
+    from data_pipeline.gitstore import GitError, ObjectReader
     from data_pipeline.synthetic import HistoryBuilder, random_fix
 
     rng = random.Random(seed)
@@ -206,6 +206,13 @@ def test_a_pool_followed_by_tree_diffs_is_the_listed_pool(tmp_path, seed):
             assert dict(pool) == expected and left_out == shas
             assert len(pool) == len(expected) and all(path in pool for path in expected)
             assert index.shas == {**expected, **shas}
+            if commit == order[len(commits) + 3]:  # a failed read halfway leaves nothing half followed
+
+                def failing(files):
+                    raise GitError("missing object")
+
+                with pytest.raises(GitError):
+                    index.follow(reader, order[0], frozenset({".py"}), 5_000, {}, failing)
 
 
 def test_a_run_with_another_token_counter_never_reuses_the_pool_index(tmp_path):
