@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
@@ -139,7 +140,8 @@ class Index:
     `bm25_scores` makes per term anyway) and then kept up to date: a pool ranked once costs what
     ranking it one by one costs, not the indexing of every term of every file (40x more for a pool of
     1,000 files), and the terms issues use again and again are looked up, not scanned for. At most
-    `max_terms` terms keep their postings (least recently asked out first).
+    `max_postings` (document, count) entries are kept over all terms (least recently asked terms out
+    first): the memory they take is bounded by that, not by how many terms a long history asks for.
 
     `scores(query)` equals `bm25_scores` over the same documents, float for float: the same document
     frequencies, average length and per-term expression, summed per document in the query's term order.
@@ -147,17 +149,26 @@ class Index:
     one array operation per term in the same order of operations, which gives the same floats.
     """
 
-    def __init__(self, max_terms: int = 20_000) -> None:
+    def __init__(self, max_postings: int = 400_000) -> None:
         self._docs: dict[str, tuple[Counter[str], int]] = {}
         # term -> {document: count}, for the terms queries asked for (an empty one: no document has it).
         self._postings: OrderedDict[str, dict[str, int]] = OrderedDict()
-        self._max_terms = max_terms
+        self._max_postings = max_postings
+        self._posted = 0  # entries in `_postings`
         self._total_length = 0
         # Dense ids for the NumPy path: a document's slot in `_keys` and `_lengths`, reused when freed.
         self._ids: dict[str, int] = {}
         self._keys: list[str | None] = []
         self._free: list[int] = []
         self._lengths = np.zeros(64)
+        # term -> the slots of the documents that hold it, for every term: 4 bytes a posting, kept up to
+        # date with the documents, so the postings of a term no query asked for cost its documents
+        # (few, for the terms an issue has that code rarely does) rather than a pass over all of them.
+        self._holders: dict[str, array[int]] = {}
+        # term -> its postings as arrays (slots, counts) for the NumPy path, made when a query first
+        # needs them and dropped when the postings change: the terms of long issue texts are asked again
+        # and again, and their postings hold thousands of documents.
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -169,23 +180,47 @@ class Index:
         `changed`, when the caller knows it, holds at least every term whose count differs from the
         document being replaced; else those are found by comparing the two."""
         old = self._docs.get(key)
+        slot = self._slot(key)  # first: it may replace `_lengths` with a longer array
         if old is not None:
             self._total_length -= old[1]
             if changed is None:
                 # The (term, count) pairs of either version only: a set operation in C over both.
                 changed = {term for term, _ in old[0].items() ^ counts.items()}
+            before = old[0]
+            for term in changed:
+                now = counts.get(term, 0) > 0
+                if now != (before.get(term, 0) > 0):
+                    self._hold(term, slot) if now else self._release(term, slot)
         else:
             changed = counts.keys()
+            for term, count in counts.items():
+                if count > 0:
+                    self._hold(term, slot)
         for term in changed & self._postings.keys():
             count = counts.get(term, 0)
+            posting = self._postings[term]
             if count > 0:
-                self._postings[term][key] = count
-            else:
-                self._postings[term].pop(key, None)
+                self._posted += key not in posting
+                posting[key] = count
+            elif posting.pop(key, None) is not None:
+                self._posted -= 1
+            self._arrays.pop(term, None)
         self._docs[key] = (counts, length)
         self._total_length += length
-        slot = self._slot(key)  # first: it may replace `_lengths` with a longer array
         self._lengths[slot] = length
+
+    def _hold(self, term: str, slot: int) -> None:
+        holders = self._holders.get(term)
+        if holders is None:
+            self._holders[term] = array("i", [slot])
+        else:
+            holders.append(slot)
+
+    def _release(self, term: str, slot: int) -> None:
+        holders = self._holders[term]
+        holders.remove(slot)
+        if not holders:
+            del self._holders[term]
 
     def _slot(self, key: str) -> int:
         slot = self._ids.get(key)
@@ -204,34 +239,36 @@ class Index:
         counts, length = self._docs.pop(key)
         self._total_length -= length
         for term in counts.keys() & self._postings.keys():
-            self._postings[term].pop(key, None)
+            if self._postings[term].pop(key, None) is not None:
+                self._posted -= 1
+            self._arrays.pop(term, None)
         slot = self._ids.pop(key)
+        for term, count in counts.items():
+            if count > 0:
+                self._release(term, slot)
         self._keys[slot] = None
         self._free.append(slot)
 
     def _postings_of(self, wanted: Iterable[str]) -> list[dict[str, int]]:
-        """The postings of the terms `wanted`, in their order. Those not kept are built in one pass over
-        the documents for all of them: a long issue text brings several terms no query asked for
-        before, and a pass per term over thousands of documents was a quarter of the context stage's
-        time on a large real repository (ansible/ansible). Each document is asked only for the missing
-        terms it holds (a set intersection in C)."""
+        """The postings of the terms `wanted`, in their order. Those not kept are built from the slots
+        of the documents holding them (`_holders`): a long issue text brings several terms no query
+        asked for before, and a pass over thousands of documents for them was a quarter of the context
+        stage's time on a large real repository (ansible/ansible)."""
         wanted = list(wanted)
-        missing = {term for term in wanted if term not in self._postings}
-        if missing:
-            built: dict[str, dict[str, int]] = {term: {} for term in missing}
-            for key, (counts, _) in self._docs.items():
-                for term in missing & counts.keys():
-                    count = counts[term]
-                    if count > 0:
-                        built[term][key] = count
-            # Added in the query's term order, so the least recently asked are evicted first as before.
-            for term in dict.fromkeys(t for t in wanted if t in missing):
-                self._postings[term] = built[term]
+        keys, docs = self._keys, self._docs
+        # Added in the query's term order, so the least recently asked are evicted first.
+        for term in dict.fromkeys(t for t in wanted if t not in self._postings):
+            holders = [keys[slot] for slot in self._holders.get(term, ())]
+            self._postings[term] = {key: docs[key][0][term] for key in holders if key is not None}
+            self._posted += len(self._postings[term])
         for term in wanted:
             self._postings.move_to_end(term)
         found = [self._postings[term] for term in wanted]
-        while len(self._postings) > self._max_terms:
-            self._postings.popitem(last=False)
+        # The terms just asked stay, whatever their size (they are at the end).
+        while self._posted > self._max_postings and len(self._postings) > len(found):
+            term, posting = self._postings.popitem(last=False)
+            self._posted -= len(posting)
+            self._arrays.pop(term, None)
         return found
 
     def scores(
@@ -241,26 +278,21 @@ class Index:
         documents `exclude` were not in the index (the statistics leave them out too): a caller whose
         set of documents differs from one query to the next by a few can leave them in instead of
         removing and adding them back."""
-        left_out = [key for key in dict.fromkeys(exclude) if key in self._docs]
-        n = len(self._docs) - len(left_out)
-        if n <= 0:
-            return {}
-        avg_len = (self._total_length - sum(self._docs[key][1] for key in left_out)) / n or 1.0
-        # Each query term with its weight (count x idf) and postings, in the query's term order.
-        terms_in: list[tuple[float, dict[str, int]]] = []
-        query_terms = Counter(terms(query))
-        for q_count, posting in zip(query_terms.values(), self._postings_of(query_terms), strict=True):
-            if not posting:
-                continue
-            df = len(posting) - sum(1 for key in left_out if key in posting)
-            if df > 0:
-                terms_in.append((q_count * _idf(n, df), posting))
-        if sum(len(posting) for _, posting in terms_in) >= VECTOR_FROM:
-            return self._scores_vectorized(terms_in, left_out, avg_len, k1, b)
+        return joint_scores([(self, exclude)], query, k1=k1, b=b)
+
+    def _scores_scalar(
+        self,
+        terms_in: list[tuple[float, str, dict[str, int]]],
+        left_out: list[str],
+        avg_len: float,
+        k1: float,
+        b: float,
+    ) -> dict[str, float]:
+        """`scores` term by term in Python: cheaper than NumPy's set-up for a few postings."""
         scores: dict[str, float] = {}
         norms: dict[str, float] = {}  # per document, computed once whatever the number of its terms
         docs = self._docs
-        for weight, posting in terms_in:
+        for weight, _, posting in terms_in:
             for key, tf in posting.items():
                 if key in left_out:
                     continue
@@ -272,7 +304,7 @@ class Index:
 
     def _scores_vectorized(
         self,
-        terms_in: list[tuple[float, dict[str, int]]],
+        terms_in: list[tuple[float, str, dict[str, int]]],
         left_out: list[str],
         avg_len: float,
         k1: float,
@@ -282,14 +314,62 @@ class Index:
         operations (`_norm`), so the same floats; each document's sum still goes term by term."""
         total = np.zeros(len(self._keys))
         touched = np.zeros(len(self._keys), dtype=bool)
-        for weight, posting in terms_in:
-            slots = np.fromiter(map(self._ids.__getitem__, posting), dtype=np.intp, count=len(posting))
-            tf = np.fromiter(posting.values(), dtype=np.float64, count=len(posting))
+        for weight, term, posting in terms_in:
+            arrays = self._arrays.get(term)
+            if arrays is None:
+                arrays = self._arrays[term] = (
+                    np.fromiter(map(self._ids.__getitem__, posting), dtype=np.intp, count=len(posting)),
+                    np.fromiter(posting.values(), dtype=np.float64, count=len(posting)),
+                )
+            slots, tf = arrays
             total[slots] += weight * tf * (k1 + 1) / (tf + _norm(self._lengths[slots], avg_len, k1, b))
             touched[slots] = True
         touched[[self._ids[key] for key in left_out]] = False
         found = np.flatnonzero(touched)
         return dict(zip(map(self._keys.__getitem__, found.tolist()), total[found].tolist(), strict=True))
+
+
+def joint_scores(
+    parts: Sequence[tuple[Index, Iterable[str]]], query: str, *, k1: float = K1, b: float = B
+) -> dict[str, float]:
+    """key -> score of the documents that share a term with `query`, over several indexes of disjoint
+    keys taken as one (each less its documents `exclude`): the document count, total length and each
+    term's document frequency are sums over the parts, so every score is the float one index over all
+    their documents gives. The context stage keeps an index per file suffix and ranks a PR that
+    changes `.py` and `.yml` files over both, instead of building an index per set of suffixes."""
+    held = [
+        (index, [key for key in dict.fromkeys(exclude) if key in index._docs]) for index, exclude in parts
+    ]
+    n = sum(len(index._docs) - len(left_out) for index, left_out in held)
+    if n <= 0:
+        return {}
+    total = sum(
+        index._total_length - sum(index._docs[key][1] for key in left_out) for index, left_out in held
+    )
+    avg_len = total / n or 1.0
+    query_terms = Counter(terms(query))
+    postings = [index._postings_of(query_terms) for index, _ in held]
+    # Each query term's weight (count x idf over every part), in the query's term order; 0 for a term no
+    # document holds.
+    weights = []
+    for at, q_count in enumerate(query_terms.values()):
+        df = sum(
+            len(found[at]) - sum(1 for key in left_out if key in found[at])
+            for found, (_, left_out) in zip(postings, held, strict=True)
+        )
+        weights.append(q_count * _idf(n, df) if df > 0 else 0.0)
+    scores: dict[str, float] = {}
+    for found, (index, left_out) in zip(postings, held, strict=True):
+        terms_in = [
+            (weight, term, posting)
+            for weight, term, posting in zip(weights, query_terms, found, strict=True)
+            if posting and weight
+        ]
+        if sum(len(posting) for _, _, posting in terms_in) >= VECTOR_FROM:
+            scores.update(index._scores_vectorized(terms_in, left_out, avg_len, k1, b))
+        else:
+            scores.update(index._scores_scalar(terms_in, left_out, avg_len, k1, b))
+    return scores
 
 
 def term_delta(gone: str, new: str) -> tuple[Counter[str], int]:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import random
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
-from operator import attrgetter
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 import numpy as np
 
@@ -31,12 +31,12 @@ from data_pipeline.filters import file_role
 from data_pipeline.gitstore import GitError, ObjectReader
 from data_pipeline.imports import ModuleIndex, imported_modules, module_names
 from data_pipeline.model_rank import RankRequest
+from data_pipeline.pool import PoolListing
 from data_pipeline.tokens import TokenCounter, count_composed, estimate_tokens, estimate_uncached
 from swerl.edit_format import build_messages, render_repair_prompt, system_prompt_for
 
 _CONTEXT_ROLES = frozenset({"source", "test"})
-# The BM25-only tier's sizes are gathered in C (`build`): it is most of a large pool.
-_TOKENS = attrgetter("tokens")
+_V = TypeVar("_V")
 # Per-file overhead of the rendered block (`### path`, two fences, blank line), in estimated tokens.
 _FILE_OVERHEAD = 8
 
@@ -119,41 +119,68 @@ class PoolIndex:
     files of each directory.
 
     Neighbouring PRs' pools are the same files but for the few that PRs in between changed (and the
-    PR's own modified files, which a pool leaves out), so `sync` touches those only; ranking a PR then
-    costs what its query terms and its modules' importers and directories hold, not the size of the
-    repository. What it holds is exactly the pool given to the last `sync`: ranking from it gives
-    what ranking the pool's files one by one gives (the order is settled by a sort on a total key).
+    PR's own modified files, which a pool leaves out), so `follow` takes in the changes between the two
+    base commits' trees only (`PoolListing`); ranking a PR then costs what its query terms and its
+    modules' importers and directories hold, not the size of the repository. What it holds is exactly
+    the pool of the last PR followed: ranking from it gives what ranking the pool's files one by one
+    gives (the order is settled by a sort on a total key).
     """
 
     def __init__(self) -> None:
-        self.shas: dict[str, str] = {}  # every pool file synced, readable or not
+        self._clear()
+
+    def _clear(self) -> None:
+        self.shas: dict[str, str] = {}  # every pool file held, readable or not
         self.facts: dict[str, BlobFacts] = {}  # the readable ones
+        self.tokens: dict[str, int] = {}  # their token counts (`facts[path].tokens`), for array passes
         self.bm25 = bm25.Index()
         self._importers: dict[str, set[str]] = {}
         self._by_dir: dict[str, set[str]] = {}
         self.modules = ModuleIndex()  # the module names of the readable files (`facts`)
+        self.listing = PoolListing()  # every file of the pool's kind at the commit last followed
 
-    def sync(
+    def follow(
         self,
-        pool: dict[str, str],
+        reader: ObjectReader,
+        commit: str,
+        kinds: frozenset[str],
+        cap: int,
+        modified: Iterable[str],
         facts_of: Callable[[list[tuple[str, str]]], dict[tuple[str, str], BlobFacts | None]],
-    ) -> None:
-        """Make the index hold `pool` (path -> blob sha); `facts_of` gives the facts of the files that
-        are new to it or changed."""
-        # Two passes of lookups, not set differences of the (path, sha) pairs: those build a tuple per
-        # file of the pool at every PR (thousands, in a large repository).
-        shas = self.shas
-        for path in [path for path in shas if path not in pool]:
-            del shas[path]
-            self._unindex(path)
-        changed = [(path, sha) for path, sha in pool.items() if shas.get(path) != sha]
-        if not changed:
-            return
-        found = facts_of(changed)
-        for path, sha in changed:
-            previous = self.shas.get(path)
-            self.shas[path] = sha
-            self._index(path, found[(path, sha)], previous)
+    ) -> tuple[Mapping[str, str], dict[str, str]]:
+        """Make the index hold the pool of a PR whose base is `commit` and which modifies `modified`
+        (what `ContextBuilder._pool` lists, and those modified files it meets before the cap), from the
+        changes since the commit it held before; `facts_of` gives the facts of the files new to it or
+        changed. Returns the pool (a view of what the index holds, less the modified files) and the blob
+        shas of the modified files held, which the ranking leaves out instead of removing and adding
+        them back at every PR."""
+        listing = self.listing
+        key, keep = _pool_kind(kinds)
+        changes = reader.changed_files(listing.commit, commit, key, keep)
+        try:
+            touched = listing.apply(commit, changes)
+            edge = listing.held_edge(cap, modified)
+            moved = touched.union(listing.between(listing.edge, edge))
+            listing.edge = edge
+            files = listing.files
+            held = {path: files[path] for path in moved if listing.is_held(path, edge)}
+            for path in [path for path in moved if path in self.shas and path not in held]:
+                del self.shas[path]
+                self._unindex(path)
+            changed = [(path, sha) for path, sha in held.items() if self.shas.get(path) != sha]
+            if changed:
+                found = facts_of(changed)  # reads blobs: may fail (a missing object)
+                for path, sha in changed:
+                    previous = self.shas.get(path)
+                    self.shas[path] = sha
+                    self._index(path, found[(path, sha)], previous)
+        except BaseException:
+            # Half followed, the index would hold files of two commits, and the next PR's changes would
+            # not mend it: start afresh instead (the next PR lists its pool whole).
+            self._clear()
+            raise
+        left_out = {path: self.shas[path] for path in modified if path in self.shas}
+        return _Without(self.shas, left_out), left_out
 
     def _index(self, path: str, facts: BlobFacts | None, previous: str | None) -> None:
         """Index `facts` as `path`'s, replacing those of version `previous` (the sha it had), if any."""
@@ -171,12 +198,14 @@ class PoolIndex:
             self._by_dir.setdefault(_split(path)[0], set()).add(path)
             self.modules.add(path)
         self.facts[path] = facts
+        self.tokens[path] = facts.tokens
         hint = facts.changed_terms if old is not None and facts.derived_from == previous else None
         self.bm25.put(path, facts.terms, facts.length, changed=hint)
 
     def _unindex(self, path: str) -> None:
         old = self.facts.pop(path, None)
         if old is not None:
+            del self.tokens[path]
             self.bm25.remove(path)
             for name in old.imports:
                 _discard(self._importers, name, path)
@@ -192,6 +221,60 @@ class PoolIndex:
         return set().union(*(self._by_dir.get(folder, ()) for folder in dirs))
 
 
+class _Without(Mapping[str, str]):
+    """A mapping less some of its keys, without copying it: a PR's pool is the pool index's files less
+    the PR's modified ones, and copying thousands of entries per PR is what following the pool by tree
+    diffs saves."""
+
+    def __init__(self, items: dict[str, str], left_out: dict[str, str]) -> None:
+        self._items = items
+        self._left_out = left_out
+
+    def __getitem__(self, key: str) -> str:
+        if key in self._left_out:
+            raise KeyError(key)
+        return self._items[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items and key not in self._left_out
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key in self._items if key not in self._left_out)
+
+    def __len__(self) -> int:
+        return len(self._items) - sum(1 for key in self._left_out if key in self._items)
+
+
+class _BySuffix(Mapping[str, _V]):
+    """Mappings of paths, one per file suffix, as one: a path is looked up in its suffix's only (the
+    pools and facts of a PR's pool indexes, one per suffix of its changed files)."""
+
+    def __init__(self, parts: dict[str, Mapping[str, _V]]) -> None:
+        self._parts = parts
+
+    def __getitem__(self, path: str) -> _V:
+        part = self._parts.get(_split(path)[1])
+        if part is None:
+            raise KeyError(path)
+        return part[path]
+
+    def __contains__(self, path: object) -> bool:
+        part = self._parts.get(_split(path)[1]) if isinstance(path, str) else None
+        return part is not None and path in part
+
+    def __iter__(self) -> Iterator[str]:
+        return chain.from_iterable(self._parts.values())
+
+    def __len__(self) -> int:
+        return sum(map(len, self._parts.values()))
+
+
+@lru_cache(maxsize=256)
+def _pool_kind(kinds: frozenset[str]) -> tuple[Hashable, Callable[[str], bool]]:
+    """The listing key and predicate of the pool of files with one of the suffixes `kinds`."""
+    return ("context", kinds), lambda path: _split(path)[1] in kinds and file_role(path) in _CONTEXT_ROLES
+
+
 def _discard(index: dict[str, set[str]], key: str, path: str) -> None:
     paths = index.get(key)
     if paths is not None:
@@ -200,10 +283,11 @@ def _discard(index: dict[str, set[str]], key: str, path: str) -> None:
             del index[key]
 
 
-# Per process, one per (repository, suffixes, token counter, size limit) most recently ranked; each
-# holds the facts of its pool.
-_POOL_INDEXES: OrderedDict[tuple[str, frozenset[str], TokenCounter, int], PoolIndex] = OrderedDict()
-_POOL_INDEXES_MAX = 4
+# Per process, one per (repository, suffix, token counter, size limit) most recently ranked; each
+# holds the facts of its pool (at most `max_candidate_files` files), so these bound the memory the
+# context stage holds, whatever the length of the history.
+_POOL_INDEXES: OrderedDict[tuple[str, str, TokenCounter, int], PoolIndex] = OrderedDict()
+_POOL_INDEXES_MAX = 6
 
 
 class ContextBuilder:
@@ -240,37 +324,29 @@ class ContextBuilder:
         modified_shas: dict[str, str] | None = None,
     ) -> dict[str, str]:
         """path -> blob sha of the unmodified source and test files with one of `suffixes`, up to
-        `max_candidate_files` in tree order: the files a prompt may show besides the modified ones.
-        The blob shas of the modified files among those files go to `modified_shas`."""
-        kinds = frozenset(suffixes)
-        files = self.reader.matching_files(
-            base_commit,
-            ("context", kinds),
-            lambda path: _split(path)[1] in kinds and file_role(path) in _CONTEXT_ROLES,
-        )
+        `max_candidate_files` of each suffix in tree order: the files a prompt may show besides the
+        modified ones. The blob shas of the modified files met before a suffix's cap go to
+        `modified_shas`. (The reference listing: `PoolIndex.follow` holds the same files per suffix.)"""
+        modified = set(modified)
         cap = self.config.max_candidate_files
-        if len(files) <= cap:  # the usual case: every such file but the modified ones
-            pool = dict(files)
-            for path in modified:
-                sha = pool.pop(path, None)
-                if sha is not None and modified_shas is not None:
-                    modified_shas[path] = sha
-            return pool
-        pool = {}
-        for path, sha in files:
-            if len(pool) >= cap:
-                break
-            if path in modified:
-                if modified_shas is not None:
-                    modified_shas[path] = sha
-                continue
-            pool[path] = sha
+        pool: dict[str, str] = {}
+        for suffix in sorted(suffixes):
+            taken = 0
+            for path, sha in self.reader.matching_files(base_commit, *_pool_kind(frozenset({suffix}))):
+                if taken >= cap:
+                    break
+                if path in modified:
+                    if modified_shas is not None:
+                        modified_shas[path] = sha
+                    continue
+                pool[path] = sha
+                taken += 1
         return pool
 
     def prefetch(self, commits: Iterable[str]) -> None:
         """Read the trees of many PRs' base commits in a few pipelined batches (one round trip per tree
         level instead of several per PR). The blobs whose facts a PR's ranking needs are read when it
-        syncs the pool index: a few per PR, most of them already in the reader's cache (extraction
+        follows the pool index: a few per PR, most of them already in the reader's cache (extraction
         rebuilt them)."""
         self.reader.prefetch_trees(commits)
 
@@ -318,10 +394,10 @@ class ContextBuilder:
         self._index(files)
         return {key: self._facts[key] for key in files}
 
-    def _pool_index(self, suffixes: frozenset[str]) -> PoolIndex:
+    def _pool_index(self, suffix: str) -> PoolIndex:
         # Everything a file's facts depend on besides its blob: another counter or size limit (another
         # run in this process) gets an index of its own.
-        key = (self._repo, suffixes, self.count, self.filters.max_file_bytes)
+        key = (self._repo, suffix, self.count, self.filters.max_file_bytes)
         index = _POOL_INDEXES.get(key)
         if index is None:
             index = _POOL_INDEXES[key] = PoolIndex()
@@ -443,22 +519,35 @@ class ContextBuilder:
         modified: dict[str, str],
         new_paths: list[str],
         model_picks: Sequence[str] = (),
-    ) -> tuple[list[tuple[str, str, str, int]], list[str], dict[str, str], dict[str, BlobFacts]]:
+    ) -> tuple[list[tuple[str, str, str, int]], dict[str, float], Mapping[str, str], dict[str, int]]:
         """The unmodified files a prompt may show, most relevant first, in two parts: (path, blob sha,
         reason, tokens) of the readable `model_picks` in their order and of the linked tiers, then the
-        paths of the BM25-only tier (most of a large pool), with the pool and its facts to complete
-        them; `build` chooses from the last without making an entry per path."""
+        BM25-only tier (most of a large pool) as path -> score, unordered (`_best_first` orders as much
+        of it as `build` reads), with the pool and the token count of each of its readable files."""
+        # One pool index per suffix of the changed files, ranked as one (a PR that changes `.py` and
+        # `.yml` files uses the `.py` index every other PR uses, not one of its own). Each holds its
+        # pool and the modified files it meets before the cap too, which the pool of the next PR, with
+        # other modified files, holds again: the ranking leaves them out instead (`shas`), so they are
+        # not removed and added back at every PR.
+        indexes: dict[str, PoolIndex] = {}
+        pools: dict[str, Mapping[str, str]] = {}
         shas: dict[str, str] = {}
-        suffixes = frozenset(_split(p)[1] for p in [*modified, *new_paths])
-        pool = self._pool(base_commit, set(suffixes), modified, shas)
-        # The index holds the pool and the modified files too, which the pool of the next PR, with other
-        # modified files, holds again: the ranking leaves them out instead (`shas`: those met in the
-        # listing), so they are not removed and added back at every PR.
-        pooled = self._pool_index(suffixes)
-        pooled.sync({**pool, **shas}, self._facts_for)
-        facts = pooled.facts
+        for suffix in sorted({_split(p)[1] for p in [*modified, *new_paths]}):
+            indexes[suffix] = self._pool_index(suffix)
+            pools[suffix], held = indexes[suffix].follow(
+                self.reader,
+                base_commit,
+                frozenset({suffix}),
+                self.config.max_candidate_files,
+                modified,
+                self._facts_for,
+            )
+            shas.update(held)
+        pool = _BySuffix(pools)
+        facts = _BySuffix({suffix: index.facts for suffix, index in indexes.items()})
         # Module names resolve among the pool's readable files and the PR's own files.
-        modules, also = pooled.modules, [path for path in (*modified, *new_paths) if path not in facts]
+        modules = indexes[".py"].modules if ".py" in indexes else ModuleIndex()
+        also = [path for path in (*modified, *new_paths) if path not in facts]
         targets = set(modified) | set(new_paths)
         imports: set[str] = set()
         for path, text in modified.items():
@@ -468,15 +557,17 @@ class ContextBuilder:
                 known = facts.get(path) if path in shas else None
                 imports |= modules.resolve(known.imports if known is not None else _imports(path, text), also)
         names_of_targets = {n for p in targets for n in module_names(p) if p in modules.resolve([n], also)}
-        imported_by = pooled.importing(names_of_targets) - shas.keys()
+        imported_by = set().union(*(index.importing(names_of_targets) for index in indexes.values()))
+        imported_by -= shas.keys()
         dirs = {_split(p)[0] for p in targets}
-        scores = pooled.bm25.scores(problem, exclude=shas)
+        scores = bm25.joint_scores([(index.bm25, shas) for index in indexes.values()], problem)
         # The model's picks in its order, then the files an import links or that share a directory
         # (few), then the files that share a term with the issue (most of a large pool, often): ranked by
         # (tier, -score, path), the last tier sorted in C and its entries made only as far as `build`
         # reads them. Any other file (no link, another directory, no common term) is never shown.
         picked = {path: facts[path] for path in model_picks if path in pool and path in facts}
-        near = ((imports | imported_by | pooled.in_dirs(dirs)) & pool.keys()) - picked.keys()
+        in_dirs = set().union(*(index.in_dirs(dirs) for index in indexes.values()))
+        near = {path for path in imports | imported_by | in_dirs if path in pool} - picked.keys()
         ranked = []
         for path in near:
             if path in facts:
@@ -484,11 +575,16 @@ class ContextBuilder:
                 tier, reason = (0, reason) if reason else (1, "same_package")
                 ranked.append((tier, -scores.get(path, 0.0), path, reason, facts[path].tokens))
         ranked.sort()
-        # Score descending, ties by path: a stable sort by score over the paths in order.
-        far = sorted(sorted(scores.keys() - near - picked.keys()), key=scores.__getitem__, reverse=True)
+        far = scores  # what is left of it: the files of no tier above
+        for path in chain(near, picked):
+            far.pop(path, None)
         head = [(path, pool[path], "model", f.tokens) for path, f in picked.items()]
         head += [(path, pool[path], reason, tokens) for _, _, path, reason, tokens in ranked]
-        return head, far, pool, facts
+        # The token counts of the tier's files, in one mapping (a copy only for a PR of several suffixes).
+        tokens: dict[str, int] = {}
+        for index in indexes.values():
+            tokens = index.tokens if not tokens else {**tokens, **index.tokens}
+        return head, far, pool, tokens
 
     def build(
         self,
@@ -517,21 +613,38 @@ class ContextBuilder:
         files = list(modified.items())
         result = ContextResult(files=files, reasons=dict.fromkeys(modified, "modified"))
         chosen: list[tuple[str, str]] = []
-        head, far, pool, facts = self._ranked_tiers(base_commit, problem, modified, new_paths, model_picks)
-        # Every tier, in order: each file that still fits, until `max_extra_files` are chosen.
-        sizes = np.fromiter(
-            chain((tokens for *_, tokens in head), map(_TOKENS, map(facts.__getitem__, far))),
-            dtype=np.int64,
-            count=len(head) + len(far),
-        )
-        for at in _fitting(sizes, budget - used, self.config.max_extra_files):
-            if at < len(head):
-                path, sha, reason, _ = head[at]
-            else:
-                path = far[at - len(head)]
-                sha, reason = pool[path], "bm25"
+        head, far, pool, tokens = self._ranked_tiers(base_commit, problem, modified, new_paths, model_picks)
+        # Every tier, in order: each file that still fits, until `max_extra_files` are chosen. The
+        # BM25-only tier is ordered a part at a time, as far as the choice goes: the files that fit
+        # are usually near its top, and no file fits a room below the per-file overhead.
+        room, slots = budget - used, self.config.max_extra_files
+        sizes = np.fromiter((size for *_, size in head), dtype=np.int64, count=len(head))
+        for at in _fitting(sizes, room, slots):
+            path, sha, reason, size = head[at]
             chosen.append((path, sha))
             result.reasons[path] = reason
+            room, slots = room - size, slots - 1
+        first = True
+        while far and slots and room >= _FILE_OVERHEAD:
+            if first:  # the top of the tier: usually enough
+                part = next(_best_first(far))
+            else:
+                # The rest, less what does not fit the room left now (it never fits later), in one pass
+                # of array operations: a large pool's tier is mostly passed over once the room is small.
+                keys = list(far)
+                values = np.fromiter(far.values(), dtype=np.float64, count=len(keys))
+                sizes = np.fromiter(map(tokens.__getitem__, keys), dtype=np.int64, count=len(keys))
+                kept = np.flatnonzero((values < min(far[path] for path in part)) & (sizes <= room))
+                far = {keys[at]: far[keys[at]] for at in kept.tolist()}
+                part = [path for rest in _best_first(far) for path in rest]
+            sizes = np.fromiter(map(tokens.__getitem__, part), dtype=np.int64, count=len(part))
+            for at in _fitting(sizes, room, slots):
+                chosen.append((part[at], pool[part[at]]))
+                result.reasons[part[at]] = "bm25"
+                room, slots = room - int(sizes[at]), slots - 1
+            if not first:
+                break
+            first = False
         contents = self.reader.blobs(sha for _, sha in chosen)
         for path, sha in chosen:
             files.append((path, contents[sha].decode("utf-8")))
@@ -575,6 +688,25 @@ def _fitting(sizes: np.ndarray, room: int, slots: int) -> list[int]:
     return taken
 
 
+def _best_first(scores: dict[str, float], first: int = 64) -> Iterator[list[str]]:
+    """The keys of `scores` by score descending, ties by key, in parts that double in size: a caller
+    that reads the first few sorts a few (a threshold found by `np.partition`), not the whole tier.
+    Every key scoring the threshold is in the same part, so parts joined are one total order."""
+    keys = list(scores)
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(keys))
+    left = np.arange(len(keys))
+    size = first
+    while left.size:
+        if left.size > size:
+            threshold = np.partition(values[left], left.size - size)[left.size - size]
+            top = values[left] >= threshold
+            part, left = left[top], left[~top]
+        else:
+            part, left = left, left[:0]
+        yield sorted((keys[i] for i in part.tolist()), key=lambda key: (-scores[key], key))
+        size *= 2
+
+
 def prompt_overhead(count: TokenCounter, problem: str, style: str) -> int:
     """Tokens of the prompt before any file is added (system prompt, issue, instructions)."""
     return count(system_prompt_for(style)) + count(render_repair_prompt(problem, [], style=style))
@@ -587,7 +719,9 @@ def _split(path: str) -> tuple[str, str]:
     return str(pure.parent), pure.suffix
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=512)
 def _imports(path: str, text: str) -> frozenset[str]:
-    """Modules a Python file imports; memoised because a modified file is often shown to several PRs."""
+    """Modules a Python file imports; memoised because a modified file is often shown to several PRs
+    (the most recent few: each entry holds a whole file's text, and the pool indexes keep the imports
+    of every file they hold)."""
     return frozenset(imported_modules(path, text))

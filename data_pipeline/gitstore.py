@@ -33,6 +33,8 @@ NULL_SHA = "0" * 40
 _TREE_ENTRY = re.compile(rb"([^ ]*) ([^\0]*)\0(.{20})", re.DOTALL)
 # Previous entries looked at, from the next one on, for the bytes at the current position of a tree.
 _RESYNC = 4
+# A tree entry's (mode, sha) where a tree has no entry of that name (`ObjectReader.changed_files`).
+_ABSENT = ("", "")
 
 # Config that turns off every way a repository (or a user's config) could make git run a program or
 # rewrite what we read. System and global config are ignored entirely.
@@ -473,6 +475,59 @@ class ObjectReader(GitPipe):
             _, dropped = self._matches.popitem(last=False)
             self._matched -= len(dropped) + 1
         return found
+
+    def changed_files(
+        self, old_commit: str | None, new_commit: str, key: Hashable, keep: Callable[[str], bool]
+    ) -> list[tuple[str, str | None, str | None]]:
+        """(path, blob sha before, blob sha after) of each regular file `keep` accepts that differs
+        between two commits (None where a side has no such file), in no particular order; every such
+        file of `new_commit` when `old_commit` is None. Subtrees with the same object on both sides are
+        never read, so following a pool from one PR's base to the next costs the trees that changed
+        between them, not the pool (`matching_files` rebuilds the list of each changed subtree, whose
+        files may be most of the pool). `key` and `keep` as in `matching_files`."""
+        new_tree = self.commit_tree(new_commit)
+        if old_commit is None:
+            return [(path, None, sha) for path, sha in self._matching(new_tree, "", key, keep)]
+        found: list[tuple[str, str | None, str | None]] = []
+        self._changed(self.commit_tree(old_commit), new_tree, "", key, keep, found)
+        return found
+
+    def _changed(
+        self,
+        old_tree: str,
+        new_tree: str,
+        prefix: str,
+        key: Hashable,
+        keep: Callable[[str], bool],
+        found: list[tuple[str, str | None, str | None]],
+    ) -> None:
+        if old_tree == new_tree:
+            return
+        # The entries of either tree only (a set operation in C: a changed tree such as a large
+        # package's differs from its last version in an entry or two), by name on each side.
+        before_entries = set(self._tree(old_tree, prefix))
+        old: dict[str, tuple[str, str]] = {}
+        new: dict[str, tuple[str, str]] = {}
+        for entry in before_entries.symmetric_difference(self._tree(new_tree, prefix)):
+            mode, name, sha = entry
+            (old if entry in before_entries else new)[name] = (mode, sha)
+        for name in old.keys() | new.keys():
+            before, after = old.get(name, _ABSENT), new.get(name, _ABSENT)
+            if before == after:
+                continue
+            path = prefix + name
+            # A name may be a file on one side and a directory on the other: each side is taken apart.
+            if before[0] == "040000" and after[0] == "040000":
+                self._changed(before[1], after[1], f"{path}/", key, keep, found)
+                continue
+            if before[0] == "040000":
+                found += [(p, s, None) for p, s in self._matching(before[1], f"{path}/", key, keep)]
+            if after[0] == "040000":
+                found += [(p, None, s) for p, s in self._matching(after[1], f"{path}/", key, keep)]
+            old_sha = before[1] if before[0] in REGULAR_MODES else None
+            new_sha = after[1] if after[0] in REGULAR_MODES else None
+            if old_sha != new_sha and keep(path):
+                found.append((path, old_sha, new_sha))
 
 
 def resolve(git_dir: Path, ref: str) -> str:

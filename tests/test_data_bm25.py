@@ -1,5 +1,6 @@
 """The incremental BM25 index scores exactly as BM25 over the same documents one by one, float for float,
-through any sequence of additions, replacements and removals, and with documents left out of a query."""
+through any sequence of additions, replacements and removals, and with documents left out of a query;
+also when the documents are spread over several indexes ranked as one."""
 
 from __future__ import annotations
 
@@ -19,21 +20,26 @@ def _doc(rng: random.Random) -> tuple[Counter[str], int]:
 
 
 @pytest.mark.parametrize(
-    ("vector_from", "max_terms"),
-    [(bm25.VECTOR_FROM, 20_000), (0, 20_000), (bm25.VECTOR_FROM, 3)],
+    ("vector_from", "max_postings"),
+    [(bm25.VECTOR_FROM, 400_000), (0, 400_000), (bm25.VECTOR_FROM, 30)],
     ids=["python", "numpy", "postings-evicted"],
 )
 def test_index_scores_equal_one_by_one_scores_through_changes_and_exclusions(
-    monkeypatch, vector_from, max_terms
+    monkeypatch, vector_from, max_postings
 ):
     monkeypatch.setattr(bm25, "VECTOR_FROM", vector_from)  # 0: every query through the NumPy path
     rng = random.Random(7)
-    index = bm25.Index(max_terms=max_terms)  # 3: postings are dropped and rebuilt all the time
+    index = bm25.Index(max_postings=max_postings)  # 30: postings are dropped and rebuilt all the time
+    # The same documents spread over three indexes, ranked as one (`joint_scores`).
+    parts = [bm25.Index(max_postings=max_postings) for _ in range(3)]
     docs: dict[str, tuple[Counter[str], int]] = {}
     for step in range(400):
-        key = f"pkg/m{rng.randrange(100)}.py"  # past the 64 slots the index starts with
+        at = rng.randrange(100)
+        key = f"pkg/m{at}.py"  # past the 64 slots the index starts with
+        part = parts[at % 3]
         if key in docs and rng.random() < 0.25:
             index.remove(key)
+            part.remove(key)
             del docs[key]
         else:
             new = _doc(rng)
@@ -44,6 +50,7 @@ def test_index_scores_equal_one_by_one_scores_through_changes_and_exclusions(
                 changed |= set(rng.sample(_WORDS, 2))
             docs[key] = new
             index.put(key, *new, changed=changed)
+            part.put(key, *new, changed=changed)
         query = " ".join(rng.choices([*_WORDS, "unrelated", "parse_date", "emptyInput"], k=rng.randint(1, 8)))
         left_out = set(rng.sample(sorted(docs), min(len(docs), rng.randint(0, 3))))
         kept = {key: doc for key, doc in docs.items() if key not in left_out}
@@ -51,6 +58,8 @@ def test_index_scores_equal_one_by_one_scores_through_changes_and_exclusions(
         got = index.scores(query, exclude=left_out)
         assert got == {key: score for key, score in expected.items() if score > 0}, step  # exactly equal
         assert len(index) == len(docs)
+        assert index._posted == sum(map(len, index._postings.values()))  # the bound counts what is kept
+        assert bm25.joint_scores([(one, left_out) for one in parts], query) == got, step
 
 
 def test_a_replaced_document_keeps_no_stale_terms():

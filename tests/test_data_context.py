@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import random
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -122,14 +123,17 @@ def _ranked_one_by_one(builder, base_commit, problem, modified, new_paths):
 
 def _ranked(builder, base_commit, problem, modified, new_paths):
     """Every file `_ranked_tiers` ranks, as (path, blob sha, reason, tokens), most relevant first."""
-    head, far, pool, facts = builder._ranked_tiers(base_commit, problem, modified, new_paths)
-    return head + [(path, pool[path], "bm25", facts[path].tokens) for path in far]
+    head, far, pool, tokens = builder._ranked_tiers(base_commit, problem, modified, new_paths)
+    ordered = [path for part in context_module._best_first(far, first=2) for path in part]
+    return head + [(path, pool[path], "bm25", tokens[path]) for path in ordered]
 
 
-def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch):
+@pytest.mark.parametrize("cap", [5_000, 37])
+def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch, cap):
     """The context index follows PR after PR (and jumps back and forth, as a worker between blocks
     does): its ranking equals ranking the whole pool from scratch, files added, removed and unreadable
-    included."""
+    included; with a pool cap below the repository's files too (the pool's edge moves), and for PRs
+    that change files of two suffixes (two pool indexes ranked as one)."""
     from data_pipeline.gitstore import ObjectReader
     from data_pipeline.synthetic import HistoryBuilder, random_fix
 
@@ -137,6 +141,8 @@ def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch):
     history = HistoryBuilder(seed=11, files=120)  # copies in subpackages past the stdlib's ~80 modules
     prs = [random_fix(history) for _ in range(30)]
     history.plain_commit("Vendor a blob", {"pkg/sub1/blob.py": b"\x00\x01binary"})
+    stubs = {f"pkg/stub{i}.pyi": f"def parse_{i}(value: str) -> int: ...\n".encode() for i in range(6)}
+    history.plain_commit("Add stubs", stubs)
     prs += [random_fix(history) for _ in range(10)]
     history.plain_commit("Drop a module", {next(iter(history.source_paths())): None})
     prs += [random_fix(history) for _ in range(10)]
@@ -144,13 +150,69 @@ def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch):
     git_dir = tmp_path / "repo" / ".git"
     order = prs + prs[::-1][:15] + prs[5:12]
     with ObjectReader(git_dir) as reader:
-        for pr in order:
+        for at, pr in enumerate(order):
             base = reader.read(pr.sha)[1].split(b"\nparent ")[1][:40].decode()
             modified = {p: b.decode() for p, b in pr.before.items() if b is not None}
-            new_paths = [p for p in pr.changes if p not in modified]
-            builder = ContextBuilder(reader, ContextConfig(), FilterConfig(), estimate_tokens)
+            new_paths = [p for p in pr.changes if p not in modified] + ["pkg/new_stub.pyi"] * (at % 3 == 0)
+            config = ContextConfig(max_candidate_files=cap)
+            builder = ContextBuilder(reader, config, FilterConfig(), estimate_tokens)
             expected = _ranked_one_by_one(builder, base, pr.body, modified, new_paths)
             assert _ranked(builder, base, pr.body, modified, new_paths) == expected, pr.title
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_pool_followed_by_tree_diffs_is_the_listed_pool(tmp_path, seed):
+    """`PoolIndex.follow` takes each base commit's pool from the last one's by the changes between the
+    two: in any order of commits, with any cap and any modified files (before, at and past the pool's
+    edge), it holds what a full listing cut at the cap gives (`_pool`): the pool and the modified files
+    met before the cap."""
+    from data_pipeline.context import PoolIndex
+    from data_pipeline.gitstore import GitError, ObjectReader
+    from data_pipeline.synthetic import HistoryBuilder, random_fix
+
+    rng = random.Random(seed)
+    history = HistoryBuilder(seed=seed, files=100)
+    for step in range(40):
+        random_fix(history)
+        if step % 9 == 4:  # files added and removed anywhere in tree order move the edge
+            paths = sorted(history.source_paths())
+            history.plain_commit("Reshape", {rng.choice(paths): None, f"pkg/new{step}/m.py": b"x = 1\n"})
+    history.write(tmp_path / "repo")
+    git_dir = tmp_path / "repo" / ".git"
+    commits = (
+        subprocess.run(
+            ["git", f"--git-dir={git_dir}", "rev-list", "--first-parent", "HEAD"],
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split()
+    )
+    order = commits[::-1] + commits[:20] + rng.sample(commits, 25)
+    with ObjectReader(git_dir) as reader:
+        index = PoolIndex()
+        for commit in order:
+            cap = rng.choice([5_000, 60, 31, 1])
+            files = [path for path, _ in reader.matching_files(commit, "all", bool) if path.endswith(".py")]
+            modified = dict.fromkeys([*rng.sample(files, rng.randint(0, 4)), "pkg/not_there.py"], "")
+            builder = ContextBuilder(
+                reader, ContextConfig(max_candidate_files=cap), FilterConfig(), estimate_tokens
+            )
+            shas: dict[str, str] = {}
+            expected = builder._pool(commit, {".py"}, modified, shas)
+            pool, left_out = index.follow(
+                reader, commit, frozenset({".py"}), cap, modified, builder._facts_for
+            )
+            assert dict(pool) == expected and left_out == shas
+            assert len(pool) == len(expected) and all(path in pool for path in expected)
+            assert index.shas == {**expected, **shas}
+            if commit == order[len(commits) + 3]:  # a failed read halfway leaves nothing half followed
+
+                def failing(files):
+                    raise GitError("missing object")
+
+                with pytest.raises(GitError):
+                    index.follow(reader, order[0], frozenset({".py"}), 5_000, {}, failing)
 
 
 def test_a_run_with_another_token_counter_never_reuses_the_pool_index(tmp_path):

@@ -306,3 +306,44 @@ def test_a_forked_process_does_not_keep_the_parent_s_git_alive(repo):
     finally:
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_changed_files_take_one_commit_s_listing_to_any_other_s(tmp_path):
+    """The changes between two commits (`changed_files`), applied to the first one's listing of a kind,
+    give the second one's, for every ordered pair of commits (forwards, backwards, jumps), with files
+    that become directories, symlinks and mode changes; only files that differ are reported."""
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=safe_env())
+    git_dir = repo / ".git"
+    commits = []
+    for state in _tree_states():
+        _git(git_dir, "rm", "-rq", "--ignore-unmatch", "--cached", "d", "e")
+        index = []
+        for name, (mode, content) in state.items():
+            sha = _git(git_dir, "hash-object", "-w", "--stdin", stdin=content).decode().strip()
+            index.append(f"{mode} {sha}\td/{name}\n")
+            if name < "m05":  # a second directory that changes with the first, partly
+                index.append(f"{mode} {sha}\te/x/{name}\n")
+        _git(git_dir, "update-index", "--add", "--index-info", stdin="".join(index).encode())
+        tree = _git(git_dir, "write-tree").decode().strip()
+        identity = {f"GIT_{who}_{what}": "t" for who in ("AUTHOR", "COMMITTER") for what in ("NAME", "EMAIL")}
+        argv = git_argv(git_dir, "commit-tree", tree, "-m", "s")
+        made = subprocess.run(argv, capture_output=True, check=True, env={**safe_env(), **identity})
+        commits.append(made.stdout.decode().strip())
+    kinds = {"py": lambda path: path.endswith(".py"), "all": lambda path: True}
+    with ObjectReader(git_dir, listing_cache_entries=16) as reader:
+        for name, keep in kinds.items():
+            listings = {c: dict(reader.matching_files(c, name, keep)) for c in commits}
+            listings[None] = {}
+            for old in [None, *commits]:
+                for new in commits:
+                    changes = reader.changed_files(old, new, name, keep)
+                    files = dict(listings[old])
+                    for path, before, after in changes:
+                        assert files.get(path) == before and before != after
+                        if after is None:
+                            del files[path]
+                        else:
+                            files[path] = after
+                    assert files == listings[new], (name, old, new)
+                    assert len({path for path, _, _ in changes}) == len(changes)
