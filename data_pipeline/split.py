@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -34,8 +35,8 @@ def held_out_rows(table: pa.Table, method: str, size: int, seed: int = 0) -> lis
     if not 0 < size < table.num_rows:
         raise UserError(f"the held-out set must leave rows on both sides: {size} of {table.num_rows} rows")
     ids = table.column("instance_id").to_pylist()
-    created = table.column("created_at").to_pylist()
-    newest_first = sorted(range(table.num_rows), key=lambda i: (created[i] or "", ids[i]), reverse=True)
+    created = [_instant(text) for text in table.column("created_at").to_pylist()]
+    newest_first = sorted(range(table.num_rows), key=lambda i: (created[i], ids[i]), reverse=True)
     if method == "time":
         return sorted(newest_first[:size])
     if method == "random":
@@ -54,6 +55,18 @@ def held_out_rows(table: pa.Table, method: str, size: int, seed: int = 0) -> lis
     if len(out) == table.num_rows:
         raise UserError(f"--by repo: holding out {size} rows would hold out every repository; ask for fewer")
     return sorted(out)
+
+
+def _instant(text: str | None) -> float:
+    """Seconds since the epoch of an ISO 8601 time: commits keep their author's offset (09:36+02:00 is
+    earlier than 04:36-04:00), so their text does not sort by time. A row without a time sorts oldest."""
+    if not text:
+        return float("-inf")
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UserError(f"created_at {text!r} is not an ISO 8601 time") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def finished_rows(out: Path) -> pa.Table:

@@ -40,12 +40,25 @@ def test_time_holds_out_the_newest_with_ties_broken_by_id() -> None:
     assert held_out_rows(ROWS, "time", 3) == [3, 4, 5]
 
 
+def test_time_compares_instants_not_text() -> None:
+    # Commits keep their author's offset: 09:36+02:00 (07:36 UTC) is older than 04:36-04:00 (08:36 UTC).
+    rows = table(
+        [
+            ("x-1", "o/x", "2017-05-16T09:36:39+02:00"),
+            ("x-2", "o/x", "2017-05-16T04:36:42-04:00"),
+            ("x-3", "o/x", "2017-05-16T06:00:00Z"),
+        ]
+    )
+    assert held_out_rows(rows, "time", 1) == [1]
+    assert held_out_rows(rows, "time", 2) == [0, 1]
+
+
 def test_repo_holds_out_whole_repositories_newest_first() -> None:
     assert held_out_rows(ROWS, "repo", 1) == [3]  # o/c's one row
     assert held_out_rows(ROWS, "repo", 2) == [1, 3, 4]  # o/c, then all of o/b (its newest PR is next)
     with pytest.raises(UserError, match="every repository"):
         held_out_rows(ROWS, "repo", 4)
-    one_repo = table([("a-1", "o/a", "2024"), ("a-2", "o/a", "2025")])
+    one_repo = table([("a-1", "o/a", "2024-01-01"), ("a-2", "o/a", "2025-01-01")])
     with pytest.raises(UserError, match="two repositories or more; these are all o/a"):
         held_out_rows(one_repo, "repo", 1)
 
