@@ -1,4 +1,4 @@
-"""Checks on paths a command will write to, shared by argument types and config checks."""
+"""Checks on paths a command reads or writes, shared by argument types and config checks."""
 
 from __future__ import annotations
 
@@ -12,3 +12,24 @@ def file_in_the_way(path: Path) -> Path | None:
         if candidate.exists():
             return None if candidate.is_dir() else candidate
     return None
+
+
+def rows_location(path: Path) -> Path:
+    """Where the rows of `path` are: a `swerl data mine` output keeps them in its data/ folder, so its own
+    folder may be given as well."""
+    data = path / "data"
+    if (
+        path.is_dir()
+        and not any(path.glob("*.parquet"))
+        and (path / "manifest.json").is_file()
+        and data.is_dir()
+    ):
+        return data
+    return path
+
+
+def row_files(path: Path) -> set[Path]:
+    """The files a trainer reads for rows file or folder `path` (a folder: every .parquet in it)."""
+    path = rows_location(path)
+    files = sorted(path.glob("*.parquet")) if path.is_dir() else [path] if path.is_file() else []
+    return {f.resolve() for f in files}

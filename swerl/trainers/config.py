@@ -30,7 +30,7 @@ from swerl.configs import (
     missing_model,
 )
 from swerl.learner.config import LearnerConfig
-from swerl.paths import file_in_the_way
+from swerl.paths import file_in_the_way, row_files
 
 C = TypeVar("C", bound="TrainConfig")
 
@@ -150,6 +150,22 @@ class TrainConfig(LoRAConfig, LearnerConfig):
             problem = _json_file_problem(self.deepspeed)
             if problem:
                 found.append(("deepspeed", problem))
+        if (
+            self.train_file
+            and self.eval_file
+            and _local_path(self.train_file)
+            and _local_path(self.eval_file)
+        ):
+            shared = row_files(Path(self.train_file)) & row_files(Path(self.eval_file))
+            if shared:
+                found.append(
+                    (
+                        "eval_file",
+                        f"{sorted(shared)[0]} is read by train_file {self.train_file} too: the held-out rows "
+                        "would be trained on (give train_file the training file itself, e.g. "
+                        "split/train.parquet)",
+                    )
+                )
         if self.report_to_wandb:
             import importlib.util
 

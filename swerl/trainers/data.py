@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from swerl.edit_format import build_messages
 from swerl.errors import UserError
 from swerl.jsonl import parse_lines
+from swerl.paths import rows_location
 from swerl.reward.batch import coerce_contents
 
 # What a row needs: the oracle for the reward (and the SFT target), and either a stored prompt or the
@@ -46,20 +47,6 @@ def _missing_columns(names: Iterable[str]) -> list[str]:
     names = set(names)
     needed = [ORACLE_COLUMN] + ([] if "prompt" in names else list(PROMPT_COLUMNS))
     return [c for c in needed if c not in names]
-
-
-def rows_location(path: Path) -> Path:
-    """Where the rows of `path` are: a `swerl data mine` output keeps them in its data/ folder, so its own
-    folder may be given as well."""
-    data = path / "data"
-    if (
-        path.is_dir()
-        and not any(path.glob("*.parquet"))
-        and (path / "manifest.json").is_file()
-        and data.is_dir()
-    ):
-        return data
-    return path
 
 
 def rows_file_problem(path: str | Path) -> str | None:
