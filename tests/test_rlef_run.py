@@ -200,6 +200,9 @@ def test_short_learning_run(tiny_dir: Path, tmp_path: Path) -> None:
     checkpoint = str(tmp_path / "run/checkpoint-1")
     resumed = run(dataclasses.replace(config, resume_from_checkpoint=checkpoint), progress=False)
     assert len(resumed["history"]) == 1 and "eval_before" not in resumed
+    # The resumed run evaluates only after training; the first start's "before" stays in eval.json.
+    again = json.loads((tmp_path / "run/eval.json").read_text())
+    assert again["eval_before"] == report["eval_before"] and "eval_after" in again
 
 
 def test_a_resumed_run_logs_what_the_uninterrupted_run_logs(tiny_dir: Path, tmp_path: Path) -> None:

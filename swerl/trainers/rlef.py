@@ -561,8 +561,6 @@ def run(
     model (`start_model_path`), so the resumed steps are the steps an uninterrupted run takes. `stop` is
     `TrainLoop.train`'s (end the run early, e.g. to test a resume).
     """
-    import json
-
     from swerl.errors import UserError
     from swerl.trainers.dialog import sandbox_judge
 
@@ -597,11 +595,23 @@ def run(
     if eval_tasks and ckpt is None:
         for suffix, feedback in feedbacks.items():
             out[f"eval_before{suffix}"] = evaluate_policy(trainer, eval_tasks, feedback=feedback)
+        if trainer.dist.is_main:
+            write_eval_report(run_dir, out, resumed=False)  # an interrupted run keeps its "before"
     out["history"] = trainer.train(stop=stop)
     if eval_tasks:
         for suffix, feedback in feedbacks.items():
             out[f"eval_after{suffix}"] = evaluate_policy(trainer, eval_tasks, feedback=feedback)
     if trainer.dist.is_main:
-        report = {k: v.as_dict() for k, v in out.items() if k.startswith(("eval_before", "eval_after"))}
-        (run_dir / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+        write_eval_report(run_dir, out, resumed=ckpt is not None)
     return out
+
+
+def write_eval_report(run_dir: Path, results: dict[str, Any], *, resumed: bool) -> None:
+    """run_dir/eval.json: the evaluations in `results`. A resumed run evaluates only after training,
+    so it keeps the evaluations before training that the run's first start wrote there."""
+    import json
+
+    path = run_dir / "eval.json"
+    report = json.loads(path.read_text(encoding="utf-8")) if resumed and path.is_file() else {}
+    report.update({k: v.as_dict() for k, v in results.items() if k.startswith(("eval_before", "eval_after"))})
+    path.write_text(json.dumps(report, indent=2), encoding="utf-8")
