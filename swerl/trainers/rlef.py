@@ -451,6 +451,16 @@ def start_model_path(config: RLEFConfig) -> str:
     return config.model_name_or_path
 
 
+def reference_answer_ids(tokenizer: Any, task: ContestTask, code: str) -> list[int]:
+    """A warm-up target: `code` in one ```python block and the template's end of turn, as ids."""
+    from swerl.trainers.sft import answer_suffix
+
+    answer = f"```python\n{code.rstrip()}\n```"
+    return list(
+        tokenizer(answer_suffix(tokenizer, task.messages(), answer), add_special_tokens=False)["input_ids"]
+    )
+
+
 def sft_warmup(
     model: Any,
     tokenizer: Any,
@@ -467,17 +477,11 @@ def sft_warmup(
     never seen. Uses its own short-lived Learner (own learning rate, no checkpoints); the warmed-up model
     is saved to `start_model_path(config)`, where RLEF's reference is loaded from, now and on resume.
     """
+    from functools import partial
+
     from swerl.trainers.dialog import feedback_fix_dialogs
-    from swerl.trainers.sft import answer_suffix
 
-    def answer_ids(task: ContestTask, code: str) -> list[int]:
-        answer = f"```python\n{code.rstrip()}\n```"
-        return list(
-            tokenizer(answer_suffix(tokenizer, task.messages(), answer), add_special_tokens=False)[
-                "input_ids"
-            ]
-        )
-
+    answer_ids = partial(reference_answer_ids, tokenizer)
     renderer = ChatRenderer(tokenizer)
     pairs = [
         (renderer.prompt_ids(task), answer_ids(task, solution))
