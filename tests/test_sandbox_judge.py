@@ -62,3 +62,28 @@ def test_a_failing_checker_or_sandbox_is_a_counted_judge_error(caplog) -> None:
     assert "sandbox lost" in lost.stderr_tail
     assert pool.judge_errors() == before + 2
     assert sum("judge_error" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_an_interrupt_drops_the_queued_tests_and_judges_none_of_them_in_error() -> None:
+    from isolation import require_isolation
+
+    from swerl.sandbox import Job, SandboxConfig, run_batch
+
+    require_isolation()
+    calls = 0
+
+    def interrupted(expected: str, actual: str) -> bool:  # Ctrl-C arrives while the first test is checked
+        nonlocal calls
+        calls += 1
+        raise KeyboardInterrupt
+
+    jobs = [Job("print(input())", [TestCase(str(n), str(n)) for n in range(12)]) for _ in range(3)]
+    before = pool.judge_errors()
+    try:
+        run_batch(jobs, checker=interrupted, limits=LIMITS, workers=1, config=SandboxConfig(persistent=False))
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the interrupt was swallowed")
+    assert calls <= 2  # the worker may have taken the next test before the interrupt reached run_batch
+    assert pool.judge_errors() == before

@@ -156,6 +156,10 @@ def run_batch(
                         runners.put(runner)
 
                 futures[(i, j)] = executor.submit(task)
+        # Registered last, so it runs first on the way out: an interrupt (Ctrl-C) drops the queued tests
+        # and waits only for those running, before the staged programs are deleted (the queued ones
+        # then failed by the hundred as judge errors on missing files, and the exit waited for them all).
+        stack.callback(executor.shutdown, wait=True, cancel_futures=True)
         for (i, j), future in futures.items():
             results[i][j] = future.result()
     return [[r for r in row if r is not None] for row in results]
