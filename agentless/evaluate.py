@@ -57,6 +57,21 @@ def read_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
         raise UserError(f"{path}: no predictions (pass empty to judge no patch for every instance)")
     if not all(isinstance(r, dict) and "instance_id" in r for r in rows):
         raise UserError(f"{path}: every prediction needs an instance_id")
+    # The harness's fields: a patch under another key would be judged as no patch at all.
+    lacking = [
+        str(r["instance_id"])
+        for r in rows
+        if not isinstance(r.get("model_patch", ""), str) or "model_patch" not in r
+    ]
+    if lacking:
+        raise UserError(
+            f"{path}: {len(lacking)} prediction(s) without a model_patch string (e.g. {lacking[0]}); "
+            'each needs instance_id, model_patch ("" for no patch) and model_name_or_path'
+        )
+    ids = [str(r["instance_id"]) for r in rows]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise UserError(f"{path}: more than one prediction for {', '.join(repeated[:5])}; keep one each")
     return {str(r["instance_id"]): r for r in rows}
 
 
@@ -179,6 +194,12 @@ def evaluate_local(
     """
     harness_api()  # a missing or different swebench is the run's error, not every instance's
     wanted = [i for i in instances if i.instance_id in predictions]
+    if not wanted:
+        example = next(iter(predictions))
+        raise UserError(
+            f"none of the {len(predictions)} predictions is for one of the {len(instances)} instances "
+            f"selected (e.g. {example}): check --dataset, --split and --instance-ids"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     known = env_failures or {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -211,6 +232,8 @@ def evaluate_local(
     if any(p.get("model_name_or_path") == "gold" for p in predictions.values()):
         text = json.dumps(found, indent=2, sort_keys=True) + "\n"
         (out_dir / "env_failures.json").write_text(text, encoding="utf-8")
+    else:  # an earlier gold run's list beside this report would read as this run's
+        (out_dir / "env_failures.json").unlink(missing_ok=True)
     return report
 
 

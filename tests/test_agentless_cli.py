@@ -198,3 +198,36 @@ def test_report_names_instances_whose_stage_failed(
     shutil.rmtree(tmp_path / "cache" / "repos")
     assert _main(["agentless", "report", *gone]) == 0
     assert "1 instances, file_hit@1 0.0%" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([{"instance_id": "a-1", "patch": "diff --git a/x b/x"}], "without a model_patch string"),
+        ([{"instance_id": "a-1", "model_patch": None}], "without a model_patch string"),
+        (
+            [{"instance_id": "a-1", "model_patch": "diff"}, {"instance_id": "a-1", "model_patch": ""}],
+            "more than one prediction for a-1",
+        ),
+    ],
+)
+def test_predictions_the_harness_would_misread_are_refused(tmp_path: Path, rows: list, message: str) -> None:
+    from agentless.evaluate import read_predictions
+
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UserError, match=message):
+        read_predictions(path)
+
+
+def test_predictions_for_none_of_the_instances_are_refused(tmp_path: Path) -> None:
+    pytest.importorskip("swebench")
+    from agentless.evaluate import evaluate_local
+
+    instance = instance_from_row(
+        {"instance_id": "o__r-1", "repo": "o/r", "base_commit": "0" * 40, "problem_statement": "p"}
+    )
+    preds = {"o__r-2": {"instance_id": "o__r-2", "model_patch": "", "model_name_or_path": "m"}}
+    with pytest.raises(UserError, match=r"none of the 1 predictions is for one of the 1 instances"):
+        evaluate_local([instance], preds, None, tmp_path / "eval")  # type: ignore[arg-type]
+    assert not (tmp_path / "eval").exists()
