@@ -27,6 +27,7 @@ import yaml
 
 from swerl.cli import args as cli_args
 from swerl.cli import reward as cli_reward
+from swerl.cli import sandbox as cli_sandbox
 from swerl.cli.eval import parse_nk
 from swerl.cli.main import build_parser, main
 from swerl.errors import UserError
@@ -66,6 +67,8 @@ BAD_VALUES: dict[Callable[[str], object], tuple[str, ...]] = {
     parse_nk: ("3@1", "0@3", "3", "a@b"),
     cli_args.model_name: ("./missing-model", "x.txt", "a/b/c"),
     cli_args.repo_name: ("click", "pallets/click/extra", "/click", "pallets/"),
+    cli_sandbox.time_limit: ("0", "-1", "1e7", "abc"),
+    cli_sandbox.memory_limit_mb: ("8", "0", "abc"),
 }
 UNCHECKED = (int, float, Path)
 
@@ -204,6 +207,8 @@ def workspace(tmp_path: Path) -> Path:
     (w / "half").mkdir()
     (w / "problem.json").write_text("{not json")
     (w / "sol.py").write_text("print(1)\n")
+    (w / "tests_as_lists.json").write_text('{"public_tests": {"input": ["1"], "output": ["1"]}}')
+    (w / "tests_as_strings.json").write_text('{"public_tests": {"input": "ab", "output": "cd"}}')
     return w
 
 
@@ -466,6 +471,16 @@ CASES = [
         "problem.json",
     ),
     Case("no --config", ["train", "grpo"], "--config FILE is required", code=2),
+    Case(
+        "sandbox a solution that is not text",
+        ["sandbox", "run", "--problem", "{tmp}/tests_as_lists.json", "--solution", "{tmp}/random.jsonl"],
+        "random.jsonl: not UTF-8 text",
+    ),
+    Case(
+        "sandbox a problem whose tests are strings",
+        ["sandbox", "run", "--problem", "{tmp}/tests_as_strings.json", "--solution", "{tmp}/sol.py"],
+        "lists of strings, not strings",
+    ),
     Case(
         "HumanEval from rows of another kind",
         ["eval", "humaneval", "--model", "{tmp}/model", "--data", "{tmp}/rows.jsonl"],

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from swerl.codecontests.problems import NO_PRIVATE_TESTS, NO_PUBLIC_TESTS, load_problems
+from swerl.codecontests.problems import NO_PRIVATE_TESTS, NO_PUBLIC_TESTS, load_problems, parse_problem
 from swerl.errors import UserError
 from swerl.sandbox import TestCase
 
@@ -151,3 +151,22 @@ def test_sharded_hub_parquet_streams_by_glob(tmp_path: Path) -> None:
     assert (
         len(batches) == 21 and "generated_tests" not in batches[0] and "incorrect_solutions" not in batches[0]
     )
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"time_limit": {"seconds": -5}},
+        {"time_limit": {"seconds": 100_000_000}},
+        {"memory_limit_bytes": -1},
+        {"public_tests": {"input": "ab", "output": "cd"}},
+    ],
+)
+def test_limits_and_tests_that_cannot_be_meant_are_refused(row: dict) -> None:
+    with pytest.raises(ValueError):
+        parse_problem(row)
+
+
+def test_zero_limits_mean_unknown_as_in_the_dataset() -> None:
+    problem = parse_problem({"time_limit": {"seconds": 0}, "memory_limit_bytes": 0})
+    assert problem.time_limit_s is None and problem.memory_limit_bytes is None

@@ -38,10 +38,16 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="comma-separated test sets to run (default: all of public,private,generated)",
     )
     run.add_argument(
-        "--time-limit", type=positive_float, metavar="S", help="seconds per test (default: the problem's)"
+        "--time-limit",
+        type=time_limit,
+        metavar="S",
+        help="seconds per test, at most a day (default: the problem's)",
     )
     run.add_argument(
-        "--memory-limit-mb", type=positive_int, metavar="MB", help="address space (default: the problem's)"
+        "--memory-limit-mb",
+        type=memory_limit_mb,
+        metavar="MB",
+        help="address space, at least 32 (the interpreter's own); default: the problem's",
     )
     run.add_argument(
         "--workers", type=positive_int, metavar="N", help="tests in parallel (default: all cores)"
@@ -121,6 +127,25 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0 if all(active for _, active, _ in rows) else 1
 
 
+def time_limit(text: str) -> float:
+    """--time-limit: seconds, more than 0 and at most a day."""
+    from swerl.codecontests.problems import MAX_TIME_LIMIT_S
+
+    value = positive_float(text)
+    if value > MAX_TIME_LIMIT_S:
+        raise argparse.ArgumentTypeError(f"at most {MAX_TIME_LIMIT_S:.0f} seconds (a day), got {text}")
+    return value
+
+
+def memory_limit_mb(text: str) -> int:
+    """--memory-limit-mb: enough for Python to start (below ~32 MiB it crashes before the program runs,
+    which would read as the program's runtime error)."""
+    value = positive_int(text)
+    if value < 32:
+        raise argparse.ArgumentTypeError(f"at least 32 (below it Python may fail to start), got {text}")
+    return value
+
+
 def _run(args: argparse.Namespace) -> int:
     from swerl.codecontests.checker import outputs_match
     from swerl.codecontests.feedback import render_feedback
@@ -137,7 +162,10 @@ def _run(args: argparse.Namespace) -> int:
         problem = parse_problem(json.loads(args.problem.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:
         raise UserError(f"{args.problem}: not a problem in the code_contests shape ({err})") from None
-    source = args.solution.read_text(encoding="utf-8")
+    try:
+        source = args.solution.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{args.solution}: not UTF-8 text; a solution is a Python source file") from None
     limits = problem.limits(Limits()).scaled(
         time_s=args.time_limit, memory_bytes=args.memory_limit_mb * MIB if args.memory_limit_mb else None
     )

@@ -72,9 +72,15 @@ def _tests(value: Mapping[str, Any] | None) -> tuple[TestCase, ...]:
     if not value:
         return ()
     inputs, outputs = value.get("input") or [], value.get("output") or []
+    if isinstance(inputs, str) or isinstance(outputs, str):  # a string would become one test a character
+        raise ValueError('tests are {"input": [...], "output": [...]}: lists of strings, not strings')
     if len(inputs) != len(outputs):
         raise ValueError(f"tests have {len(inputs)} inputs but {len(outputs)} outputs")
     return tuple(TestCase(str(i), str(o)) for i, o in zip(inputs, outputs, strict=True))
+
+
+MAX_TIME_LIMIT_S = 86_400.0
+"""A day: past it a limit is a mistake (and the timers that enforce it overflow)."""
 
 
 def _seconds(value: Any) -> float | None:
@@ -85,6 +91,8 @@ def _seconds(value: Any) -> float | None:
         seconds = (value.get("seconds") or 0) + (value.get("nanos") or 0) / 1e9
     else:
         seconds = float(value)
+    if seconds < 0 or seconds > MAX_TIME_LIMIT_S or seconds != seconds:
+        raise ValueError(f"time limit of {seconds} s: expected 0 (unknown) up to {MAX_TIME_LIMIT_S:.0f} s")
     return seconds if seconds > 0 else None
 
 
@@ -111,6 +119,8 @@ COLUMNS = (
 def parse_problem(row: Mapping[str, Any], generated_tests: bool = True) -> Problem:
     """One dataset row as a Problem (raises ValueError on a malformed row)."""
     memory = row.get("memory_limit_bytes")
+    if memory is not None and int(memory) < 0:
+        raise ValueError(f"memory_limit_bytes {memory}: expected 0 (unknown) or a size in bytes")
     return Problem(
         name=str(row.get("name") or ""),
         description=str(row.get("description") or ""),
