@@ -63,9 +63,7 @@ def test_eval_cli_with_and_without_feedback(tiny_dir: Path, tmp_path: Path) -> N
         "--model",
         str(tiny_dir),
         "--data",
-        "bundled",
-        "--split",
-        "valid",
+        "bundled:valid",  # as train_file names it; `--data bundled --split valid` is the same set
         "--limit",
         "2",
     ]

@@ -51,7 +51,8 @@ def register(groups: argparse._SubParsersAction) -> None:
         "--data",
         default=None,
         help="code_contests JSONL/Parquet file(s), comma-separated, or 'bundled' for the small problem "
-        "set shipped with swerl (its SPLIT file)",
+        "set shipped with swerl (its SPLIT file), or bundled:NAME for one of its sets by name "
+        "(train, valid, test, hidden_train, hidden_test), as train_file takes them",
     )
     _common(cc, default_nk="1@3,10@100")
     cc.set_defaults(run=_run_codecontests)
@@ -208,10 +209,11 @@ def _run_codecontests(args: argparse.Namespace) -> int:
     from swerl.codecontests.problems import load_hub, load_problems
     from swerl.trainers.dialog import ContestTask
 
-    if args.data == "bundled":
+    if args.data == "bundled" or (args.data or "").startswith("bundled:"):
         from swerl.data.rlef_problems import bundled_path
 
-        loaded = load_problems(bundled_path(args.split))
+        name = args.split if args.data == "bundled" else args.data.removeprefix("bundled:")
+        loaded = load_problems(bundled_path(name))
     elif args.data:
         loaded = load_problems(*args.data.split(","))
     else:  # pragma: no cover - downloads the dataset
