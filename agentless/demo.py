@@ -150,14 +150,17 @@ def build_demo(root: str | Path) -> tuple[Instance, Path]:
     root = Path(root)
     clones = root / "clones"
     repo = clones / DEMO_REPO.replace("/", "__")
-    repo.mkdir(parents=True, exist_ok=True)
-    git(repo, "init", "-q", "-b", "main")
-    for path, text in _FILES.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text, encoding="utf-8")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "calc: mean, median and formatting")
-    base = git(repo, "rev-parse", "HEAD").strip()
+    if (repo / ".git").is_dir():  # a second demo into the same folder keeps the first one's commit
+        base = git(repo, "rev-parse", "HEAD").strip()
+    else:
+        repo.mkdir(parents=True, exist_ok=True)
+        git(repo, "init", "-q", "-b", "main")
+        for path, text in _FILES.items():
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(text, encoding="utf-8")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "calc: mean, median and formatting")
+        base = git(repo, "rev-parse", "HEAD").strip()
     instance = Instance(
         instance_id="demo-org__calc-1",
         repo=DEMO_REPO,

@@ -38,6 +38,9 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_demo_then_model_free_localize_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0
+    first = (tmp_path / "instances.jsonl").read_text()
+    assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0  # again into the same folder: the same
+    assert (tmp_path / "instances.jsonl").read_text() == first
     common = [
         "--dataset",
         str(tmp_path / "instances.jsonl"),

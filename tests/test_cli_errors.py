@@ -492,6 +492,12 @@ CASES = [
         "random.jsonl: not UTF-8 text",
     ),
     Case(
+        "localize a dataset file that is not there",
+        ["agentless", "localize", "--dataset", "{tmp}/nope.jsonl", "--out", "{tmp}/loc", "--offline"],
+        "nope.jsonl: no such file",
+        ["loc"],
+    ),
+    Case(
         "localize an empty dataset",
         ["agentless", "localize", "--dataset", "{tmp}/empty.jsonl", "--out", "{tmp}/loc", "--offline"],
         "empty.jsonl: no instances",

@@ -282,6 +282,9 @@ def register(groups: argparse._SubParsersAction) -> None:
 def _instances(args: argparse.Namespace) -> list[Any]:
     from agentless.instances import load_instances
 
+    looks_like_file = Path(args.dataset).suffix.lower() in {".parquet", ".jsonl", ".json", ".ndjson"}
+    if looks_like_file and not Path(args.dataset).exists():
+        raise UserError(f"--dataset {args.dataset}: no such file")
     if getattr(args, "offline", False) and not Path(args.dataset).exists():
         raise UserError(
             f"--dataset {args.dataset}: a hub dataset needs the network, and --offline was given; pass a "
