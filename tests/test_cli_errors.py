@@ -487,6 +487,26 @@ CASES = [
         "rows.jsonl: line 1 has no task_id, prompt, entry_point, test, canonical_solution",
     ),
     Case(
+        "random feedback with one problem",
+        [
+            "eval",
+            "codecontests",
+            "--model",
+            "{tmp}/model",
+            "--data",
+            "bundled:valid",
+            "--limit",
+            "1",
+            "--random-feedback",
+        ],
+        "needs 2 problems or more",
+    ),
+    Case(
+        "CodeContests from a folder",
+        ["eval", "codecontests", "--model", "{tmp}/model", "--data", "{tmp}/notgit"],
+        "notgit is a folder; give its files",
+    ),
+    Case(
         "CodeContests from a file that is not JSON Lines",
         ["eval", "codecontests", "--model", "{tmp}/model", "--data", "{tmp}/random.jsonl"],
         "random.jsonl: not UTF-8 text",

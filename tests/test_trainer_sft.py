@@ -126,3 +126,24 @@ def test_no_row_that_fits_names_the_limit_to_raise(tiny: Path, tmp_path: Path) -
     sft = SFTConfig(model_name_or_path=str(tiny), train_file=str(path), max_seq_length=5)
     with pytest.raises(UserError, match=r"raise max_seq_length"):
         train_and_eval_examples(sft, tokenizer, sft.max_seq_length, "max_seq_length")
+
+
+def test_sequences_past_the_models_context_are_warned_of(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from swerl.trainers.config import GRPOConfig
+    from swerl.trainers.loop import warn_past_context
+
+    model, _ = load_model_and_tokenizer(tiny)
+    limit = model.config.max_position_embeddings
+    capsys.readouterr()  # transformers' loading bar
+    warn_past_context(model, SFTConfig(max_seq_length=limit))
+    warn_past_context(model, GRPOConfig(max_prompt_length=limit - 100, max_completion_length=100))
+    assert capsys.readouterr().err == ""
+    warn_past_context(model, SFTConfig(max_seq_length=limit + 1))
+    assert (
+        f"max_seq_length allows {limit + 1} tokens, past the model's context of {limit}"
+        in capsys.readouterr().err
+    )
+    warn_past_context(model, GRPOConfig(max_prompt_length=limit, max_completion_length=100))
+    assert "max_prompt_length + max_completion_length allows" in capsys.readouterr().err

@@ -151,9 +151,18 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
             f"{samples} dialogs of at most {turns} answers per problem cannot fill the budget of "
             f"{', '.join(unfillable)}: raise --samples (default: the largest k) or choose another --nk"
         )
+    if args.random_feedback and len(tasks) < 2:
+        raise UserError("--random-feedback shows another problem's feedback: it needs 2 problems or more")
     torch.manual_seed(args.seed)
     if args.engine == "vllm":
+        import importlib.util
         import tempfile
+
+        if importlib.util.find_spec("vllm") is None:
+            raise UserError(
+                "--engine vllm needs vLLM, an optional CUDA-only dependency: pip install 'swerl[vllm]' on a "
+                "GPU machine; without GPUs use --engine hf (the default)"
+            )
 
         from transformers import AutoTokenizer
 
@@ -217,6 +226,11 @@ def _run_codecontests(args: argparse.Namespace) -> int:
     elif args.data:
         loaded = load_problems(*args.data.split(","))
     else:  # pragma: no cover - downloads the dataset
+        from swerl.hub import unreachable_hub_dataset
+
+        problem = unreachable_hub_dataset("deepmind/code_contests")
+        if problem:
+            raise UserError(problem)
         loaded = load_hub(args.split)
     print(loaded.summary(), file=sys.stderr)
     return _evaluate(args, [ContestTask(p) for p in loaded.problems])

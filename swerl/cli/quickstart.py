@@ -355,7 +355,8 @@ def _run(args: argparse.Namespace) -> int:
         intermediate_size=size["intermediate"],
         num_layers=size["layers"],
         num_heads=size["heads"],
-        max_position_embeddings=1024,
+        # Prompts up to 1024 tokens plus an answer: past 1024 positions (RoPE: no weights depend on it).
+        max_position_embeddings=2048,
         corpus=tokenizer_corpus(train_rows),
         seed=args.seed,
     )

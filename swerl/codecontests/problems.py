@@ -174,6 +174,8 @@ def expand_paths(specs: Iterable[Path | str]) -> list[Path]:
                 out += [Path(m) for m in matches]
             elif Path(part).is_file():
                 out.append(Path(part))
+            elif Path(part).is_dir():
+                raise UserError(f"{part} is a folder; give its files (e.g. '{part}/*.parquet')")
             else:
                 raise UserError(f"{part}: no such file (expected code_contests Parquet or JSONL)")
     return out

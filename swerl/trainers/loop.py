@@ -8,6 +8,7 @@ the rollout engine, the pad id, padded micro-batches for ZeRO, and sampling with
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -256,11 +257,34 @@ def load_run(config: Any) -> tuple[Path | None, Any, Any]:
     ckpt = resolve_resume(config)
     if config.use_peft:
         model, tokenizer = load_policy(config.model_name_or_path, config)
+        warn_past_context(model, config)
         return ckpt, with_adapters(model, config, ckpt), tokenizer
     model, tokenizer = load_policy(
         str(checkpoint_model_dir(ckpt)) if ckpt else config.model_name_or_path, config
     )
+    warn_past_context(model, config)
     return ckpt, model, tokenizer
+
+
+def longest_sequence(config: Any) -> tuple[int, str]:
+    """The longest sequence a run may give its model, and the options that set it."""
+    if hasattr(config, "max_seq_length"):
+        return config.max_seq_length, "max_seq_length"
+    longest = config.max_prompt_length + getattr(config, "max_completion_length", 0)
+    return longest, "max_prompt_length + max_completion_length"
+
+
+def warn_past_context(model: Any, config: Any) -> None:
+    """Say so when the run's sequences may outgrow the model's context (`max_position_embeddings`):
+    positions past it were never trained, and a model with learned positions fails on them."""
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    longest, options = longest_sequence(config)
+    if isinstance(limit, int) and longest > limit:
+        print(
+            f"swerl: warning: {options} allows {longest} tokens, past the model's context of {limit} "
+            f"(max_position_embeddings): longer sequences meet positions it was never trained on",
+            file=sys.stderr,
+        )
 
 
 def write_config(config: Any) -> Path:
