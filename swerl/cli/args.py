@@ -69,6 +69,8 @@ def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str] | No
                 difflib.get_close_matches(extra.partition("=")[0], options, n=1) if extra[:1] == "-" else []
             )
             hints += [f"{extra}: did you mean {close[0]}?"] if close else []
+            if extra[:1] != "-" and "=" in extra and "--set" in options:
+                hints.append(f"{extra}: each KEY=VALUE takes its own --set")
         command.error(
             f"unrecognized arguments: {' '.join(extras)}" + ("; " + "; ".join(hints) if hints else "")
         )

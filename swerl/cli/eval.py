@@ -127,7 +127,7 @@ def parse_nk(text: str) -> list[tuple[int, int]]:
                 f"{item.strip()!r}: n cannot exceed k (n answers are submitted out of k samples)"
             )
         out.append((int(n), int(k)))
-    return out
+    return list(dict.fromkeys(out))
 
 
 def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:

@@ -154,7 +154,9 @@ def _run(args: argparse.Namespace) -> int:
     from swerl.sandbox.limits import MIB, Limits
     from swerl.sandbox.pool import run_tests
 
-    sets = [name.strip() for name in args.tests.split(",") if name.strip()]
+    sets = list(dict.fromkeys(name.strip() for name in args.tests.split(",") if name.strip()))
+    if not sets:
+        raise UserError(f"--tests: give one or more of {', '.join(TEST_SETS)}")
     unknown = sorted(set(sets) - set(TEST_SETS))
     if unknown:
         raise UserError(f"unknown test sets {unknown}; choose from {', '.join(TEST_SETS)}")
