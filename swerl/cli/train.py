@@ -137,6 +137,9 @@ def load_checked(command: str, args: argparse.Namespace) -> Any:
     problem = unavailable_model(config.model_name_or_path)
     if problem:
         raise UserError(f"{where('model_name_or_path')}: {problem}")
+    overlap = config.held_out_in_training()
+    if overlap:
+        print(f"swerl: warning: {overlap}", file=sys.stderr)
     prepare_run_dir(config, overwrite=args.overwrite)
     return config
 

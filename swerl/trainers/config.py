@@ -135,6 +135,21 @@ class TrainConfig(LoRAConfig, LearnerConfig):
                 found.append((name, "required"))
         return found
 
+    def held_out_in_training(self) -> str | None:
+        """Why eval_file's rows are trained on too (a file train_file reads as well), or None. A warning,
+        not an error: evaluating on training rows can be meant (an overfitting check), but with the split
+        folder as train_file it is a mistake that makes every held-out figure a training one."""
+        files = [self.train_file, self.eval_file]
+        if not all(f and _local_path(f) for f in files):
+            return None
+        shared = row_files(Path(self.train_file)) & row_files(Path(str(self.eval_file)))
+        if not shared:
+            return None
+        return (
+            f"eval_file: {sorted(shared)[0]} is read by train_file {self.train_file} too, so the held-out "
+            "rows are trained on (give train_file the training file itself, e.g. split/train.parquet)"
+        )
+
     def missing_inputs(self) -> list[tuple[str, str]]:
         """(field, why) for input paths that do not exist, checked before any model loads. A model name
         that is not a path on this machine is taken for a hub id (`owner/name`) unless it cannot be one."""
@@ -150,22 +165,6 @@ class TrainConfig(LoRAConfig, LearnerConfig):
             problem = _json_file_problem(self.deepspeed)
             if problem:
                 found.append(("deepspeed", problem))
-        if (
-            self.train_file
-            and self.eval_file
-            and _local_path(self.train_file)
-            and _local_path(self.eval_file)
-        ):
-            shared = row_files(Path(self.train_file)) & row_files(Path(self.eval_file))
-            if shared:
-                found.append(
-                    (
-                        "eval_file",
-                        f"{sorted(shared)[0]} is read by train_file {self.train_file} too: the held-out rows "
-                        "would be trained on (give train_file the training file itself, e.g. "
-                        "split/train.parquet)",
-                    )
-                )
         if self.report_to_wandb:
             import importlib.util
 
