@@ -57,7 +57,9 @@ def _eval(argv: list[str]) -> int:
     return args.run(args)
 
 
-def test_eval_cli_with_and_without_feedback(tiny_dir: Path, tmp_path: Path) -> None:
+def test_eval_cli_with_and_without_feedback(
+    tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     common = [
         "codecontests",
         "--model",
@@ -76,6 +78,10 @@ def test_eval_cli_with_and_without_feedback(tiny_dir: Path, tmp_path: Path) -> N
         assert [(r["n"], r["k"]) for r in report["rates"]] == [(1, 3), (2, 6)]
         assert report["episodes"] == 12
         assert (report["feedback"] == "none") == (flag == ["--no-feedback"])
+    # A context too short for a second answer is said: feedback would silently never be used.
+    capsys.readouterr()
+    assert _eval([*common, "--max-context", "64"]) == 0
+    assert "--max-context 64 leaves no room for a second answer on 2 of 2 problems" in capsys.readouterr().err
     # Too few dialogs for a budget is refused, not reported as a rate nothing measured.
     with pytest.raises(UserError, match="cannot fill the budget of 10@100"):
         _eval([*common[:-6], "--samples", "2", "--nk", "10@100"])

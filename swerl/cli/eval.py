@@ -182,6 +182,16 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
         model, tokenizer = load_model_and_tokenizer(args.model, dtype="auto", device=device)
         engine = HFEngine(model, tokenizer, batch_size=args.batch_size)
     feedback = "none" if args.no_feedback else "random" if args.random_feedback else "execution"
+    renderer = ChatRenderer(tokenizer)
+    if feedback != "none" and args.max_turns > 1:
+        cramped = sum(len(renderer.prompt_ids(t)) + 2 * args.max_new_tokens > args.max_context for t in tasks)
+        if cramped:
+            print(
+                f"swerl: warning: --max-context {args.max_context} leaves no room for a second answer on "
+                f"{cramped} of {len(tasks)} problems (prompt + 2 x --max-new-tokens): their dialogs end "
+                "after one answer, so their feedback is never used",
+                file=sys.stderr,
+            )
     config = EpisodeConfig(
         max_turns=args.max_turns,
         max_new_tokens=args.max_new_tokens,
@@ -192,7 +202,7 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
     )
     report = evaluate_dialogs(
         engine,
-        ChatRenderer(tokenizer),
+        renderer,
         tasks,
         config,
         sandbox_judge(workers=args.workers),
