@@ -155,19 +155,16 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
         raise UserError("--random-feedback shows another problem's feedback: it needs 2 problems or more")
     torch.manual_seed(args.seed)
     if args.engine == "vllm":
-        import importlib.util
         import tempfile
-
-        if importlib.util.find_spec("vllm") is None:
-            raise UserError(
-                "--engine vllm needs vLLM, an optional CUDA-only dependency: pip install 'swerl[vllm]' on a "
-                "GPU machine; without GPUs use --engine hf (the default)"
-            )
 
         from transformers import AutoTokenizer
 
         from swerl.models.adapters import is_adapter_dir, merge_to_folder
-        from swerl.rollout.vllm_engine import VLLMEngine
+        from swerl.rollout.vllm_engine import VLLMEngine, vllm_missing
+
+        problem = vllm_missing("--engine vllm", "Without GPUs use --engine hf (the default).")
+        if problem:
+            raise UserError(problem)
 
         model_dir = args.model
         if is_adapter_dir(model_dir):  # a LoRA run's output: vLLM loads the merged model from disk

@@ -39,15 +39,12 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import importlib.util
-
+    from swerl.rollout.vllm_engine import vllm_missing
     from swerl.rollout.vllm_server import serve
 
-    if importlib.util.find_spec("vllm") is None:
-        raise UserError(
-            "swerl vllm-serve needs vLLM, an optional CUDA-only dependency: pip install 'swerl[vllm]' on "
-            "a GPU machine (see docs/training.md); without GPUs train with rollout_engine: hf instead"
-        )
+    problem = vllm_missing("swerl vllm-serve", "Without GPUs train with rollout_engine: hf instead.")
+    if problem:
+        raise UserError(problem)
 
     def ready(server: object) -> None:
         print(f"vLLM server ready on {args.host}:{getattr(server, 'port', args.port)}", flush=True)

@@ -126,12 +126,11 @@ def load_checked(command: str, args: argparse.Namespace) -> Any:
         from_file = [key for key, why in missing if key not in overridden and why.startswith("no such")]
         raise UserError(found + (_hint(args.config) if from_file else ""))
     if getattr(config, "rollout_engine", "hf") == "vllm":
-        import importlib.util
+        from swerl.rollout.vllm_engine import vllm_missing
 
-        if importlib.util.find_spec("vllm") is None:
-            from swerl.rollout.vllm_engine import INSTALL_HINT
-
-            raise UserError(f"{where('rollout_engine')}: vllm: {INSTALL_HINT}")
+        problem = vllm_missing()
+        if problem:
+            raise UserError(f"{where('rollout_engine')}: vllm: {problem}")
     from swerl.hub import unavailable_model
 
     problem = unavailable_model(config.model_name_or_path)

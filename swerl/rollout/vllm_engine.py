@@ -40,6 +40,7 @@ this process: with the external launcher, or `VLLM_ENABLE_V1_MULTIPROCESSING=0`)
 from __future__ import annotations
 
 import gc
+import importlib.util
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -47,11 +48,25 @@ from swerl.errors import UserError
 from swerl.rollout.base import Completion, FinishReason, SamplingParams
 from swerl.rollout.weight_sync import full_parameters
 
-INSTALL_HINT = (
-    "VLLMEngine needs vLLM, an optional CUDA-only dependency: pip install 'swerl[vllm]' "
-    "(with the constraints file that pins your torch build; vLLM pins its own torch and transformers "
-    "versions, see docs/algorithms.md). On CPU machines use rollout_engine: hf."
-)
+
+def install_hint(who: str = "VLLMEngine", instead: str = "On CPU machines use rollout_engine: hf.") -> str:
+    """What to do when vLLM is missing: `who` needs it, `instead` is the way on without it."""
+    return (
+        f"{who} needs vLLM, an optional CUDA-only dependency: pip install 'swerl[vllm]' "
+        "(with the constraints file that pins your torch build; vLLM pins its own torch and transformers "
+        f"versions, see docs/algorithms.md). {instead}"
+    )
+
+
+INSTALL_HINT = install_hint()
+
+
+def vllm_missing(
+    who: str = "VLLMEngine", instead: str = "On CPU machines use rollout_engine: hf."
+) -> str | None:
+    """`install_hint` when vLLM is not installed, else None, found without importing it (an import loads
+    torch's CUDA side): for commands that check their options before anything loads."""
+    return install_hint(who, instead) if importlib.util.find_spec("vllm") is None else None
 
 
 class VLLMMissing(UserError, ImportError):
