@@ -15,7 +15,6 @@ The choice is a pure function of the rows and the options, so a rerun gives the 
 
 from __future__ import annotations
 
-import json
 import random
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +22,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from data_pipeline.shards import MANIFEST, read_table, write_arrow
+from data_pipeline.shards import read_table, write_arrow
+from data_pipeline.stats import data_shards, read_manifest
 from swerl.errors import UserError
 
 METHODS = ("time", "repo", "random")
@@ -71,13 +71,10 @@ def _instant(text: str | None) -> float:
 
 def finished_rows(out: Path) -> pa.Table:
     """Every row of a finished mining output (the data shards its manifest records, in order)."""
-    path = out / MANIFEST
-    if not path.is_file():
-        raise UserError(f"{out} is not a mining output directory (no {MANIFEST})")
-    render = json.loads(path.read_text(encoding="utf-8"))["stages"].get("render", {})
-    if not render.get("done"):
+    manifest = read_manifest(out)
+    if not manifest["stages"].get("render", {}).get("done"):
         raise UserError(f"{out}: the run is not finished; resume it (the same swerl data mine command) first")
-    shards = [out / "data" / name for name, info in sorted(render["shards"].items()) if info["rows"]]
+    shards = data_shards(out, manifest)
     if not shards:
         raise UserError(f"{out}: the run kept no row")
     return pa.concat_tables(read_table(shard) for shard in shards)

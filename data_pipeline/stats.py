@@ -13,6 +13,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from data_pipeline.shards import MANIFEST, read_drops, read_table
 from swerl.errors import UserError
@@ -60,13 +61,25 @@ class Funnel:
         return "\n".join(lines)
 
 
+def read_manifest(out: Path) -> dict[str, Any]:
+    """The manifest of mining output `out` (a UserError when `out` is not one)."""
+    path = out / MANIFEST
+    if not path.is_file():
+        raise UserError(f"{out} is not a mining output directory (no {MANIFEST})")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def data_shards(out: Path, manifest: dict[str, Any]) -> list[Path]:
+    """The data shards the manifest records as rendered, in order (a shard that kept no row has no
+    file). A run stopped mid-way can leave shards written but not yet recorded (the resumed run writes
+    them again), which the funnel does not count either, so no reader of the rows should."""
+    rendered = manifest["stages"].get("render", {}).get("shards", {})
+    return [out / "data" / name for name, info in sorted(rendered.items()) if info["rows"]]
+
+
 def funnel(out: Path) -> Funnel:
     """Counts per stage and drop reason, from the manifest and the drop shards."""
-    path = out / MANIFEST
-    if not path.exists():
-        raise UserError(f"{out} is not a mining output directory (no {MANIFEST})")
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    stages = manifest["stages"]
+    stages = read_manifest(out)["stages"]
     result = Funnel()
     result.commits_scanned = stages.get("collect", {}).get("commits_scanned")
     result.candidates = sum(info["rows"] for info in stages.get("collect", {}).get("shards", {}).values())
@@ -84,14 +97,10 @@ def funnel(out: Path) -> Funnel:
 
 
 def _column(out: Path, name: str) -> list[int]:
-    """`name` of every row in the data shards the manifest records as finished. A run stopped mid-way
-    can leave shards written but not yet recorded (the resumed run writes them again), which the funnel
-    does not count either, so the histograms leave them out too."""
-    manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-    finished = manifest["stages"].get("render", {}).get("shards", {})
+    """`name` of every row in the data shards the manifest records (`data_shards`)."""
     values: list[int] = []
-    for shard in sorted(s for s, info in finished.items() if info["rows"]):
-        values += read_table(out / "data" / shard, [name]).column(name).to_pylist()
+    for shard in data_shards(out, read_manifest(out)):
+        values += read_table(shard, [name]).column(name).to_pylist()
     return values
 
 
