@@ -28,8 +28,10 @@ def rows_location(path: Path) -> Path:
     return path
 
 
-def row_files(path: Path) -> set[Path]:
-    """The files a trainer reads for rows file or folder `path` (a folder: every .parquet in it)."""
+def row_files(path: Path) -> list[Path]:
+    """The files a trainer reads for rows file or folder `path`, in the order it reads them: a folder's
+    .parquet files sorted (a mining output's: those of its data/), a file itself, nothing if absent."""
     path = rows_location(path)
-    files = sorted(path.glob("*.parquet")) if path.is_dir() else [path] if path.is_file() else []
-    return {f.resolve() for f in files}
+    if path.is_dir():
+        return sorted(path.glob("*.parquet"))
+    return [path] if path.is_file() else []

@@ -142,7 +142,10 @@ class TrainConfig(LoRAConfig, LearnerConfig):
         files = [self.train_file, self.eval_file]
         if not all(f and _local_path(f) for f in files):
             return None
-        shared = row_files(Path(self.train_file)) & row_files(Path(str(self.eval_file)))
+        train, held_out = (
+            {f.resolve() for f in row_files(Path(str(name)))} for name in (self.train_file, self.eval_file)
+        )
+        shared = train & held_out
         if not shared:
             return None
         return (

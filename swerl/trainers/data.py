@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from swerl.edit_format import build_messages
 from swerl.errors import UserError
 from swerl.jsonl import parse_lines
-from swerl.paths import rows_location
+from swerl.paths import row_files, rows_location
 from swerl.reward.batch import coerce_contents
 
 # What a row needs: the oracle for the reward (and the SFT target), and either a stored prompt or the
@@ -56,7 +56,7 @@ def rows_file_problem(path: str | Path) -> str | None:
 
     path = rows_location(Path(path))
     if path.is_dir():
-        files = sorted(path.glob("*.parquet"))
+        files = row_files(path)
         if not files:
             return f"{path}: no .parquet files in this directory"
         path = files[0]
@@ -89,8 +89,7 @@ def read_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]
     """Rows of a .parquet or .jsonl file (a directory: every .parquet file in it, sorted)."""
     path = rows_location(Path(path))
     if path.is_dir():
-        files = sorted(path.glob("*.parquet"))
-        rows = [row for f in files for row in pq.read_table(f).to_pylist()]
+        rows = [row for f in row_files(path) for row in pq.read_table(f).to_pylist()]
     elif path.suffix == ".parquet":
         rows = pq.read_table(path).to_pylist()
     elif path.suffix in {".jsonl", ".json"}:
