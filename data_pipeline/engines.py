@@ -156,11 +156,17 @@ class _RayPending:
 
 
 @contextmanager
-def _ray(workers: int) -> Iterator[Submit[Any, Any]]:
+def require_ray() -> Any:
+    """The `ray` module; its absence (an optional extra) is the user's to fix, said in one line."""
     try:
         import ray
     except ImportError:
         raise UserError("--engine ray needs Ray: pip install 'swerl[ray]'") from None
+    return ray
+
+
+def _ray(workers: int) -> Iterator[Submit[Any, Any]]:
+    ray = require_ray()
     started = not ray.is_initialized()
     if started:
         address = os.environ.get("RAY_ADDRESS") or None

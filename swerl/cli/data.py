@@ -363,10 +363,9 @@ def _require_mine_options(args: argparse.Namespace) -> None:
         if problem:
             raise UserError(f"--tokenizer {problem}")
     if args.engine == "ray":
-        import importlib.util
+        from data_pipeline.engines import require_ray
 
-        if importlib.util.find_spec("ray") is None:
-            raise UserError("--engine ray needs Ray: pip install 'swerl[ray]'")
+        require_ray()  # the run imports it anyway, once its directory is written
 
 
 def _run_mine(args: argparse.Namespace) -> int:
