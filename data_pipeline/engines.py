@@ -155,7 +155,6 @@ class _RayPending:
         return ray.get(self._ref)
 
 
-@contextmanager
 def require_ray() -> Any:
     """The `ray` module; its absence (an optional extra) is the user's to fix, said in one line."""
     try:
@@ -165,6 +164,7 @@ def require_ray() -> Any:
     return ray
 
 
+@contextmanager
 def _ray(workers: int) -> Iterator[Submit[Any, Any]]:
     ray = require_ray()
     started = not ray.is_initialized()
