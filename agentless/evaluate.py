@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from agentless.execution.harness import grade_log, harness_api
 from agentless.instances import Instance
 from swerl.errors import UserError
+from swerl.jsonl import load_json, read_records
 
 if TYPE_CHECKING:
     from agentless.execution.local import LocalBackend
@@ -44,32 +46,23 @@ def read_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such predictions file (or pass gold / empty)")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix == ".json":
-            data = json.loads(text)
-            rows = list(data.values()) if isinstance(data, dict) else list(data)
-        else:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}: not JSON / JSON lines: {err}") from err
+    if path.suffix == ".json":
+        data = load_json(path)
+        rows = list(data.values()) if isinstance(data, dict) else list(data)
+    else:
+        rows = read_records(path, required=("instance_id",))
     if not rows:
         raise UserError(f"{path}: no predictions (pass empty to judge no patch for every instance)")
     if not all(isinstance(r, dict) and "instance_id" in r for r in rows):
         raise UserError(f"{path}: every prediction needs an instance_id")
     # The harness's fields: a patch under another key would be judged as no patch at all.
-    lacking = [
-        str(r["instance_id"])
-        for r in rows
-        if not isinstance(r.get("model_patch", ""), str) or "model_patch" not in r
-    ]
+    lacking = [str(r["instance_id"]) for r in rows if not isinstance(r.get("model_patch"), str)]
     if lacking:
         raise UserError(
             f"{path}: {len(lacking)} prediction(s) without a model_patch string (e.g. {lacking[0]}); "
             'each needs instance_id, model_patch ("" for no patch) and model_name_or_path'
         )
-    ids = [str(r["instance_id"]) for r in rows]
-    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    repeated = sorted(i for i, n in Counter(str(r["instance_id"]) for r in rows).items() if n > 1)
     if repeated:
         raise UserError(f"{path}: more than one prediction for {', '.join(repeated[:5])}; keep one each")
     return {str(r["instance_id"]): r for r in rows}
