@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agentless.instances import Instance, instance_to_row
 from swerl.edit_format import build_git_patch
-from swerl.synth_repo import git
+from swerl.synth_repo import git, init_repo
 
 DEMO_REPO = "demo-org/calc"
 
@@ -153,14 +153,7 @@ def build_demo(root: str | Path) -> tuple[Instance, Path]:
     if (repo / ".git").is_dir():  # a second demo into the same folder keeps the first one's commit
         base = git(repo, "rev-parse", "HEAD").strip()
     else:
-        repo.mkdir(parents=True, exist_ok=True)
-        git(repo, "init", "-q", "-b", "main")
-        for path, text in _FILES.items():
-            (repo / path).parent.mkdir(parents=True, exist_ok=True)
-            (repo / path).write_text(text, encoding="utf-8")
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", "calc: mean, median and formatting")
-        base = git(repo, "rev-parse", "HEAD").strip()
+        base = init_repo(repo, _FILES, "calc: mean, median and formatting")
     instance = Instance(
         instance_id="demo-org__calc-1",
         repo=DEMO_REPO,

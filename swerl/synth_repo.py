@@ -59,6 +59,18 @@ def git(repo: Path, *args: str) -> str:
     return proc.stdout.decode("utf-8", errors="replace")
 
 
+def init_repo(repo: Path, files: dict[str, str], message: str) -> str:
+    """A new repository at `repo` holding `files` (path -> text) in one commit on main; its sha."""
+    repo.mkdir(parents=True, exist_ok=True)
+    git(repo, "init", "-q", "-b", "main")
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text, encoding="utf-8")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
 def stdlib_sources(
     count: int, rng: random.Random, min_lines: int = 80, max_lines: int = 1500
 ) -> dict[str, str]:
@@ -111,13 +123,7 @@ def build_history(repo: Path, sources: dict[str, str], commits: int, rng: random
 
     Returns the commits as read back from git (`git show parent:path` / `sha:path`).
     """
-    repo.mkdir(parents=True, exist_ok=True)
-    git(repo, "init", "-q", "-b", "main")
-    for path, text in sources.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text, encoding="utf-8")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "Initial import")
+    init_repo(repo, sources, "Initial import")
     paths = sorted(sources)
     for n in range(commits):
         for path in rng.sample(paths, rng.choice([1, 1, 1, 2])):
