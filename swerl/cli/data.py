@@ -401,11 +401,11 @@ def _run_stats(args: argparse.Namespace) -> int:
 def _run_split(args: argparse.Namespace) -> int:
     from data_pipeline.split import finished_rows, write_split
 
+    table = finished_rows(args.dir)  # first: a folder that is no finished run is the error to name
     dest = args.to or args.dir / "split"
     existing = [name for name in ("train.parquet", "eval.parquet") if (dest / name).exists()]
     if existing and not args.overwrite:
         raise UserError(f"{dest} already holds {', '.join(existing)}; pass --overwrite to replace them")
-    table = finished_rows(args.dir)
     size = args.eval_size or max(1, round(table.num_rows * args.eval_fraction))
     train, held_out = write_split(table, dest, args.by, size, args.seed)
     print(f"{dest / 'train.parquet'}: {train} rows", file=sys.stderr)
