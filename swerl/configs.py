@@ -208,13 +208,14 @@ def _refuse_repeated_keys(path: Path, node: Any) -> None:
         _refuse_repeated_keys(path, value)
 
 
-def _accepts_str(hint: Any) -> bool:
+def _accepts(hint: Any, kind: type) -> bool:
+    """Whether a field's type (through `Annotated` and unions) takes values of `kind`."""
     origin = typing.get_origin(hint)
     if origin is Annotated:
-        return _accepts_str(typing.get_args(hint)[0])
+        return _accepts(typing.get_args(hint)[0], kind)
     if origin in (typing.Union, types.UnionType):
-        return any(_accepts_str(arg) for arg in typing.get_args(hint))
-    return hint is str
+        return any(_accepts(arg, kind) for arg in typing.get_args(hint))
+    return hint is kind
 
 
 def _override_value(raw: str, hint: Any) -> Any:
@@ -224,7 +225,7 @@ def _override_value(raw: str, hint: Any) -> Any:
         value = yaml.safe_load(raw)
     except yaml.YAMLError as err:
         raise UserError(f"--set: cannot parse {raw!r} ({getattr(err, 'problem', err)})") from None
-    if _accepts_str(hint) and value is not None and not isinstance(value, str | bool):
+    if _accepts(hint, str) and value is not None and not isinstance(value, str | bool):
         return raw
     return value
 
@@ -267,6 +268,11 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequenc
             raise UserError(f"--set {item!r}: expected KEY=VALUE")
         if key not in names:
             raise _unknown([key], names, "--set", cls)
+        if not raw.strip():
+            # YAML reads an empty value as null, which then failed as "got None": a value left out by
+            # mistake (a shell variable that was empty) deserves its own words.
+            none = f" (write --set {key}=null to mean none)" if _accepts(hints[key], type(None)) else ""
+            raise UserError(f"--set {key}=: no value after '='{none}")
         values[key] = _override_value(raw, hints[key])
         origins[key] = f"--set {key}"
     return _validated(cls, values, origins, file_label)

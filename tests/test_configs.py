@@ -74,6 +74,20 @@ def test_set_errors_name_the_option(tmp_path):
         _config(tmp_path, overrides=("max_steps=many",))
 
 
+@pytest.mark.parametrize(
+    ("override", "end"),
+    [
+        ("output_dir=", "'$"),
+        ("learning_rate= ", "'$"),
+        ("eval_file=", "' \\(write --set eval_file=null to mean none\\)$"),
+    ],
+)
+def test_an_empty_set_value_is_named_as_missing_not_as_none(tmp_path, override, end):
+    key = override.partition("=")[0]
+    with pytest.raises(UserError, match=rf"^--set {key}=: no value after '={end}"):
+        _config(tmp_path, overrides=(override,))
+
+
 @pytest.mark.parametrize("cls", [GRPOConfig, SFTConfig, RLEFConfig])
 def test_every_field_is_documented_for_fields(cls):
     """`--fields` shows each field's meaning from the class docstrings; a field added without one
