@@ -159,6 +159,15 @@ def test_cli_scores_a_file(tmp_path):
     assert [(r["reward"], r["reward_info"]) for r in out] == [expected(r) for r in ROWS]
 
 
+def test_progress_bar_ends_at_the_rows_scored_when_the_file_has_blank_lines(tmp_path, capsys):
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_jsonl(src, [json.dumps(ROWS[0]), "", json.dumps(ROWS[1]), "   ", ""])
+    summary = score_file(src, dst, workers=1, progress=True)
+    assert summary.rows == 2
+    final = capsys.readouterr().err.rsplit("\r", 1)[-1]
+    assert "2/2" in final, final
+
+
 def test_cli_rejects_unknown_format_without_writing(tmp_path):
     dst = tmp_path / "scored.csv"
     proc = swerl("reward", "score", "--input", str(SAMPLE), "--output", str(dst))

@@ -109,6 +109,7 @@ def _score_jsonl(src: Path, tmp: Path, config: RewardConfig, workers: int | None
             out.write(line)
             summary.add(reward, info)
             bar.update()
+    bar.total = bar.n  # the total counted line breaks, blank lines too: the bar ends full, not at 98/100
     return summary
 
 
