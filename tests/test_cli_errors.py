@@ -361,6 +361,11 @@ CASES = [
         ["run"],
     ),
     Case(
+        "--resume another run's checkpoint",
+        ["train", "grpo", "--config", "{tmp}/taken.yaml", "--resume", "{tmp}/resumed/checkpoint-2"],
+        "checkpoint-2 is a checkpoint of ",
+    ),
+    Case(
         "--resume with other options",
         ["train", "grpo", "--config", "{tmp}/resumed.yaml", "--resume"],
         "beta: 0.0 -> 0.05",

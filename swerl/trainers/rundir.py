@@ -128,7 +128,7 @@ def _checkpoint_step(ckpt: Path) -> int | None:
 
 
 def _check_resume(config: Any, run_dir: Path) -> None:
-    from swerl.learner.layout import checkpoint_dirs
+    from swerl.learner.layout import checkpoint_dirs, checkpoint_model_dir
 
     target = config.resume_from_checkpoint
     if target == "latest":
@@ -146,6 +146,15 @@ def _check_resume(config: Any, run_dir: Path) -> None:
             raise UserError(f"--resume: no such checkpoint directory {path}")
         if not (path / "trainer_state.json").is_file():
             raise UserError(f"--resume: {path} is not a checkpoint directory (no trainer_state.json)")
+        owner = path.resolve().parent
+        if owner != run_dir.resolve():
+            # Another run's checkpoint carries that run's optimizer, schedule and step: resuming it here
+            # trained with its settings and cut this run's own later metrics and checkpoints.
+            raise UserError(
+                f"--resume: {path} is a checkpoint of {owner}, not of output_dir {run_dir}; resume that run "
+                f"with --set output_dir={owner}, or start a new run from its weights with --set "
+                f"model_name_or_path={checkpoint_model_dir(path)}"
+            )
     step = _checkpoint_step(path)
     if step is not None and step >= config.max_steps:
         raise UserError(
