@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime as dt
+import hashlib
 import itertools
 import json
 import re
@@ -117,13 +118,75 @@ def run_failure_reason(log: str) -> str:
     return (errors[-1] if errors else lines[-1] if lines else "no output")[:300]
 
 
+EVALUATION_FILES = ("report.json", "env_failures.json", "logs")
+
+
+def prepare_out_dir(out_dir: Path, *, overwrite: bool, resume: bool) -> None:
+    """Refuse to mix two evaluations in one folder: a second run replaced the first's report and left its
+    logs beside the new ones. `resume` keeps what is there (each instance judged before with the same
+    prediction is taken from its log folder); `overwrite` removes the earlier evaluation's files."""
+    if overwrite and resume:
+        raise UserError("--overwrite and --resume contradict each other: choose one")
+    held = [name for name in EVALUATION_FILES if (out_dir / name).exists()]
+    if not held or resume:
+        return
+    if not overwrite:
+        raise UserError(
+            f"{out_dir} already holds an evaluation ({', '.join(held)}); --resume judges only the instances "
+            f"it has no verdict for, --overwrite starts again, or give another --out"
+        )
+    for name in held:
+        path = out_dir / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def _verdict_key(pred: dict[str, Any], known: dict[str, str]) -> str:
+    """What an instance's verdict depends on besides the instance: its patch, whether it is the gold one
+    (whose failures become environment failures) and the environment failures it is judged without. A
+    resumed run reuses a saved verdict only under the same key."""
+    gold = pred.get("model_name_or_path") == "gold"
+    text = json.dumps({"patch": pred.get("model_patch") or "", "gold": gold, "known": known}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _saved_row(logs: Path, key: str) -> dict[str, Any] | None:
+    try:
+        saved = json.loads((logs / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.pop("verdict_key", None) != key:
+        return None
+    # An error (no environment, a tool that failed) is judged again, as the harness retries instances
+    # that have no report: the cause may be gone.
+    return None if saved.get("status") == "error" else saved
+
+
 def _evaluate_one(
-    inst: Instance, pred: dict[str, Any], backend: LocalBackend, out_dir: Path, env_failures: dict[str, Any]
+    inst: Instance,
+    pred: dict[str, Any],
+    backend: LocalBackend,
+    out_dir: Path,
+    env_failures: dict[str, Any],
+    resume: bool = False,
 ) -> dict[str, Any]:
-    """One instance's row: the harness's verdict, the verdict without environment failures, the log."""
-    patch = pred.get("model_patch")
+    """One instance's row (the harness's verdict, the verdict without environment failures), saved with
+    the instance's log so that a resumed run can take it instead of judging the same patch again."""
     logs = out_dir / "logs" / inst.instance_id
+    key = _verdict_key(pred, env_failures.get(inst.instance_id, {}))
+    saved = _saved_row(logs, key) if resume else None
+    if saved is not None:
+        return saved
     logs.mkdir(parents=True, exist_ok=True)
+    row = _judge(inst, pred, backend, logs, env_failures)
+    text = json.dumps({**row, "verdict_key": key}, indent=2, sort_keys=True) + "\n"
+    (logs / "report.json").write_text(text, encoding="utf-8")
+    return row
+
+
+def _judge(
+    inst: Instance, pred: dict[str, Any], backend: LocalBackend, logs: Path, env_failures: dict[str, Any]
+) -> dict[str, Any]:
+    patch = pred.get("model_patch")
     if not patch:
         return {"instance_id": inst.instance_id, "status": "empty_patch", "resolved": False}
     (logs / "patch.diff").write_text(patch, encoding="utf-8")
@@ -165,7 +228,6 @@ def _evaluate_one(
         "plan": run.plan.source,
         "tests_status": tests,
     }
-    (logs / "report.json").write_text(json.dumps(row, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return row
 
 
@@ -177,9 +239,11 @@ def evaluate_local(
     *,
     workers: int = 1,
     env_failures: dict[str, dict[str, str]] | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Evaluate predictions with the local harness; writes `out_dir/report.json` (like the harness's run
     report, plus environment failures), `out_dir/logs/<id>/` and, for gold, `out_dir/env_failures.json`.
+    With `resume`, an instance whose log folder holds a verdict for the same patch is not judged again.
 
     Instances without a prediction are not evaluated (counted in `total_instances` only), as the harness
     does. Environment failures of a gold run are the tests that fail with the gold patch here; given to a
@@ -197,7 +261,10 @@ def evaluate_local(
     known = env_failures or {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         rows = list(
-            pool.map(lambda i: _evaluate_one(i, predictions[i.instance_id], backend, out_dir, known), wanted)
+            pool.map(
+                lambda i: _evaluate_one(i, predictions[i.instance_id], backend, out_dir, known, resume),
+                wanted,
+            )
         )
     rows.sort(key=lambda r: r["instance_id"])
 

@@ -234,3 +234,60 @@ def test_predictions_for_none_of_the_instances_are_refused(tmp_path: Path) -> No
     with pytest.raises(UserError, match=r"none of the 1 predictions is for one of the 1 instances"):
         evaluate_local([instance], preds, None, tmp_path / "eval")  # type: ignore[arg-type]
     assert not (tmp_path / "eval").exists()
+
+
+class _CountingBackend:
+    """Stands in for the local harness (which needs a repository and an environment): judges every
+    patch resolved, or fails, and counts the instances it was asked to judge."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail, self.judged = fail, 0
+
+    def evaluate(self, inst: object, patch: str, log: Path) -> object:
+        from types import SimpleNamespace
+
+        self.judged += 1
+        if self.fail:
+            raise RuntimeError("no environment")
+        report = {"patch_successfully_applied": True, "resolved": True, "tests_status": {}}
+        return SimpleNamespace(report=report, plan=SimpleNamespace(source="spec"), statuses={}, log="")
+
+
+def test_a_second_evaluation_into_one_folder_is_refused_resumed_or_overwritten(tmp_path: Path) -> None:
+    pytest.importorskip("swebench")
+    from agentless.evaluate import evaluate_local, prepare_out_dir
+
+    rows = [
+        {"instance_id": f"o__r-{n}", "repo": "o/r", "base_commit": "0" * 40, "problem_statement": "p"}
+        for n in (1, 2)
+    ]
+    instances = [instance_from_row(r) for r in rows]
+    preds = {
+        i.instance_id: {"instance_id": i.instance_id, "model_patch": "diff", "model_name_or_path": "m"}
+        for i in instances
+    }
+    out = tmp_path / "eval"
+    first = _CountingBackend()
+    report = evaluate_local(instances, preds, first, out)  # type: ignore[arg-type]
+    assert first.judged == 2 and report["resolved_instances"] == 2
+
+    with pytest.raises(UserError, match=r"already holds an evaluation \(report.json, logs\); --resume"):
+        prepare_out_dir(out, overwrite=False, resume=False)
+    prepare_out_dir(out, overwrite=False, resume=True)  # keeps everything
+    changed = {**preds, "o__r-2": {**preds["o__r-2"], "model_patch": "other diff"}}
+    again = _CountingBackend()
+    resumed = evaluate_local(instances, changed, again, out, resume=True)  # type: ignore[arg-type]
+    assert again.judged == 1  # only the instance whose patch changed
+    assert resumed == report
+
+    failing = _CountingBackend(fail=True)
+    evaluate_local(
+        instances[:1], {"o__r-1": {**preds["o__r-1"], "model_patch": "x"}}, failing, out, resume=True
+    )  # type: ignore[arg-type]
+    evaluate_local(
+        instances[:1], {"o__r-1": {**preds["o__r-1"], "model_patch": "x"}}, failing, out, resume=True
+    )  # type: ignore[arg-type]
+    assert failing.judged == 2  # an error is judged again
+
+    prepare_out_dir(out, overwrite=True, resume=False)
+    assert sorted(p.name for p in out.iterdir()) == []

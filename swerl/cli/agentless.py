@@ -256,6 +256,16 @@ def register(groups: argparse._SubParsersAction) -> None:
     evaluate.add_argument(
         "--out", type=output_dir, default=Path("runs/agentless-eval"), help="local backend: report and logs"
     )
+    again = evaluate.add_mutually_exclusive_group()
+    again.add_argument(
+        "--resume",
+        action="store_true",
+        help="local backend: keep OUT's verdicts and judge only the instances it has none for (or a "
+        "different patch); errors are judged again",
+    )
+    again.add_argument(
+        "--overwrite", action="store_true", help="local backend: remove OUT's earlier evaluation first"
+    )
     evaluate.add_argument(
         "--env-failures",
         type=existing_file,
@@ -497,7 +507,7 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    from agentless.evaluate import evaluate_local, evaluate_official, predictions_for
+    from agentless.evaluate import evaluate_local, evaluate_official, predictions_for, prepare_out_dir
     from agentless.instances import DATASET_ALIASES
 
     if args.backend == "docker":
@@ -514,6 +524,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     from agentless.execution.harness import harness_api
 
     harness_api()  # grading needs the swebench package: say so before reading anything
+    prepare_out_dir(args.out, overwrite=args.overwrite, resume=args.resume)
     instances = _instances(args)
     known = None
     if args.env_failures is not None:
@@ -525,6 +536,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         args.out,
         workers=args.workers,
         env_failures=known,
+        resume=args.resume,
     )
     submitted = report["submitted_instances"]
     print(
