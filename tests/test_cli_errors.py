@@ -162,6 +162,9 @@ def workspace(tmp_path: Path) -> Path:
     (w / "fake.parquet").write_text("not parquet at all\n")
     (w / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows()))
     (w / "rows_bad.jsonl").write_text('{"problem_statement": "p"}\n')
+    tests = {"input": ["1\n"], "output": ["1\n"]}
+    problem = {"name": "echo", "description": "Print n.", "public_tests": tests, "private_tests": tests}
+    (w / "unsolved.jsonl").write_text(json.dumps(problem) + "\n")
     (w / "model").mkdir()
     (w / "model" / "config.json").write_text("{}")  # what makes a folder a model here
     (w / "config.json").write_text("{}")
@@ -273,6 +276,27 @@ CASES = [
         absent=["run"],
     ),
     Case("YAML list", ["train", "rlef", "--config", "{tmp}/list.yaml"], "expected a mapping"),
+    Case(
+        "RLEF on the data pipeline's rows",
+        ["train", "rlef", "--config", "{tmp}/good.yaml"],
+        "rows.jsonl: 0 problems kept, 2 dropped",
+        ["run/config.yaml"],
+    ),
+    Case(
+        "RLEF warm-up on problems without solutions",
+        [
+            "train",
+            "rlef",
+            "--config",
+            "{tmp}/good.yaml",
+            "--set",
+            "train_file={tmp}/unsolved.jsonl",
+            "--set",
+            "sft_warmup_steps=5",
+        ],
+        "no problem has a Python reference solution to warm up on",
+        ["run/config.yaml"],
+    ),
     Case(
         "YAML with a key set twice",
         ["train", "grpo", "--config", "{tmp}/twice.yaml"],

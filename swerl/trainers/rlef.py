@@ -429,17 +429,25 @@ class RLEFTrainer(TrainLoop):
 
 
 # ---------------------------------------------------------------------------------------- the run
-def load_tasks(spec: str, generated_tests: bool = True) -> list[ContestTask]:
-    """Problems from code_contests JSONL/Parquet files, globs, comma-separated lists, or "bundled:SPLIT"."""
+def load_tasks(spec: str, generated_tests: bool = True, option: str = "train_file") -> list[ContestTask]:
+    """Problems from code_contests JSONL/Parquet files, globs, comma-separated lists, or "bundled:SPLIT".
+    A file that yields no usable problem (rows of another kind, say the data pipeline's) is a UserError
+    naming `option` and the drop counts, before any model loads, not an internal error at the warm-up."""
     from swerl.codecontests.problems import load_problems
     from swerl.data.rlef_problems import bundled_path
+    from swerl.errors import UserError
 
     paths = [
         bundled_path(p.removeprefix("bundled:")) if p.startswith("bundled:") else p for p in spec.split(",")
     ]
-    return [
-        ContestTask(problem) for problem in load_problems(*paths, generated_tests=generated_tests).problems
-    ]
+    report = load_problems(*paths, generated_tests=generated_tests)
+    if not report.problems:
+        raise UserError(
+            f"{option} {spec}: {report.summary()}; RLEF reads code_contests problems (description, "
+            f"public_tests, private_tests, solutions), e.g. bundled:train or the deepmind/code_contests "
+            f"Parquet shards"
+        )
+    return [ContestTask(problem) for problem in report.problems]
 
 
 def start_model_path(config: RLEFConfig) -> str:
@@ -501,7 +509,9 @@ def sft_warmup(
         )
         pairs += [(c, t) for c, t in fixes if len(c) + len(t) <= config.max_seq_length]
     if not pairs:
-        raise ValueError("no reference solutions to warm up on")
+        from swerl.errors import UserError
+
+        raise UserError("SFT warm-up: no problem has a Python reference solution to warm up on")
     dist = init_distributed()
     sft_config = dataclasses.replace(config, learning_rate=config.sft_learning_rate, warmup_steps=0)
     learner = Learner(model, sft_config, config.sft_warmup_steps, dist)
@@ -568,13 +578,19 @@ def run(
     from swerl.errors import UserError
     from swerl.trainers.dialog import sandbox_judge
 
-    ckpt, model, tokenizer = load_run(config)
     tasks = load_tasks(config.train_file, config.generated_tests)[: config.max_train_samples]
     eval_tasks = (
-        load_tasks(config.eval_file, config.generated_tests)[: config.max_eval_samples]
+        load_tasks(config.eval_file, config.generated_tests, "eval_file")[: config.max_eval_samples]
         if config.eval_file
         else []
     )
+    if config.sft_warmup_steps and not any(task.problem.python_solutions for task in tasks):
+        raise UserError(
+            f"train_file {config.train_file}: no problem has a Python reference solution to warm up on "
+            f"(sft_warmup_steps {config.sft_warmup_steps}); give problems with solutions or set "
+            f"sft_warmup_steps 0"
+        )
+    ckpt, model, tokenizer = load_run(config)
     judge = judge or sandbox_judge(workers=config.sandbox_workers)
     out: dict[str, Any] = {"train_problems": len(tasks), "eval_problems": len(eval_tasks)}
     run_dir = write_config(config)
