@@ -26,11 +26,15 @@ _CHUNK = 1 << 20
 
 
 def _records(argv: list[str], separator: bytes = _RECORD) -> Iterator[bytes]:
-    """Run git and yield the output split on `separator`, one record at a time."""
-    with subprocess.Popen(
+    """Run git and yield the output split on `separator`, one record at a time. A listing closed before
+    its end (an interrupt, a consumer that stops) kills git rather than waiting for it: `git log
+    --reverse` computes the whole list before it writes, so the wait lasted seconds and a second interrupt
+    during it printed a traceback."""
+    proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=safe_env()
-    ) as proc:
-        assert proc.stdout is not None
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
         buffer = b""
         # `read1`: what the pipe holds now, not a full chunk; `read` would wait for a megabyte or the end
         # of the output, and with it the first shard, on a history of a few thousand commits.
@@ -40,9 +44,15 @@ def _records(argv: list[str], separator: bytes = _RECORD) -> Iterator[bytes]:
             yield from (record for record in complete if record)
         if buffer:
             yield buffer
-        stderr = proc.stderr.read() if proc.stderr else b""
+        stderr = proc.stderr.read()
         if proc.wait() != 0:
             raise GitError(f"git log failed: {stderr.decode('utf-8', 'replace').strip()}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+        proc.stderr.close()
+        proc.wait()
 
 
 @dataclass(frozen=True)

@@ -347,3 +347,15 @@ def test_changed_files_take_one_commit_s_listing_to_any_other_s(tmp_path):
                             files[path] = after
                     assert files == listings[new], (name, old, new)
                     assert len({path for path, _, _ in changes}) == len(changes)
+
+
+def test_a_listing_closed_early_kills_git_instead_of_waiting_for_it() -> None:
+    """An interrupt closes the listing mid-stream; waiting for a git that computes for seconds more (as
+    `git log --reverse` does before its first byte) let a second interrupt print a traceback."""
+    from data_pipeline.commits import _records
+
+    records = _records(["sh", "-c", "printf 'a\\036b\\036'; exec sleep 30"])
+    assert next(records) == b"a"
+    start = time.monotonic()
+    records.close()
+    assert time.monotonic() - start < 5
