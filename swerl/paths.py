@@ -35,3 +35,35 @@ def row_files(path: Path) -> list[Path]:
     if path.is_dir():
         return sorted(path.glob("*.parquet"))
     return [path] if path.is_file() else []
+
+
+_HELD: dict[Path, int] = {}
+
+
+def hold_folder(folder: Path, what: str) -> None:
+    """Claim `folder` for this process until it exits (an advisory lock on the folder itself, so nothing
+    is left in it), so a second command into the same folder stops at once instead of interleaving its
+    metrics and checkpoints with the first's (two runs started seconds apart both passed every check,
+    because the first writes its files only later). Filesystems without locks are let through."""
+    import fcntl
+    import os
+
+    from swerl.errors import UserError
+
+    folder = folder.resolve()
+    if folder in _HELD:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UserError(
+            f"{folder} is in use by another swerl {what} still running; wait for it to end, or choose "
+            f"another folder"
+        ) from None
+    except OSError:  # no locking on this filesystem (ENOLCK): run without the guard rather than refuse
+        os.close(fd)
+        return
+    _HELD[folder] = fd

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from swerl.errors import UserError
+from swerl.paths import hold_folder
 
 RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "final", "tensorboard", "plots", "wandb")
 _CHECKPOINT = re.compile(r"^checkpoint-\d+(\.tmp)?$")
@@ -91,9 +92,12 @@ def prepare_run_dir(config: Any, *, overwrite: bool = False, rank: int | None = 
         if overwrite:
             raise UserError("--overwrite and --resume contradict each other: choose one")
         _check_resume(config, run_dir)
+        hold_folder(run_dir, "training run")
         return
     if not existing:
+        hold_folder(run_dir, "training run")
         return
+    hold_folder(run_dir, "training run")  # before anything is removed: the run may be writing it now
     if not overwrite and not took_a_step(run_dir, existing):
         # A start that failed before its first step (a missing package, a wrong option) left only its
         # bookkeeping: the corrected command replaces it rather than asking for --overwrite.
