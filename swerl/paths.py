@@ -14,24 +14,31 @@ def file_in_the_way(path: Path) -> Path | None:
     return None
 
 
-def rows_location(path: Path) -> Path:
-    """Where the rows of `path` are: a `swerl data mine` output keeps them in its data/ folder, so its own
-    folder may be given as well."""
-    data = path / "data"
-    if (
+def is_mining_output(path: Path) -> bool:
+    """Whether `path` is a `swerl data mine` output folder (its rows in data/, its manifest beside)."""
+    return (
         path.is_dir()
         and not any(path.glob("*.parquet"))
         and (path / "manifest.json").is_file()
-        and data.is_dir()
-    ):
-        return data
-    return path
+        and (path / "data").is_dir()
+    )
 
 
 def row_files(path: Path) -> list[Path]:
-    """The files a trainer reads for rows file or folder `path`, in the order it reads them: a folder's
-    .parquet files sorted (a mining output's: those of its data/), a file itself, nothing if absent."""
-    path = rows_location(path)
+    """The files a trainer reads for rows file or folder `path`, in the order it reads them: a mining
+    output's data shards as its manifest records them (a UserError while the run is unfinished: its
+    data/ may hold shards the run will write again, which no count of the run includes), a folder's
+    .parquet files sorted, a file itself, nothing if absent."""
+    if is_mining_output(path):
+        from data_pipeline.stats import data_shards, read_manifest
+        from swerl.errors import UserError
+
+        manifest = read_manifest(path)
+        if not manifest.get("stages", {}).get("render", {}).get("done"):
+            raise UserError(
+                f"{path}: the mining run is not finished; resume it (the same swerl data mine command) first"
+            )
+        return data_shards(path, manifest)
     if path.is_dir():
         return sorted(path.glob("*.parquet"))
     return [path] if path.is_file() else []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,8 +106,20 @@ def test_split_of_a_mined_output(tmp_path: Path) -> None:
         model_name_or_path="m", train_file=str(out / "split"), eval_file=str(out / "split/eval.parquet")
     )
     assert "eval.parquet is read by train_file" in (config.held_out_in_training() or "")
+    config.train_file = str(out)  # the mining output itself: its data/ holds the held-out rows too
+    assert "lies inside train_file's mining output" in (config.held_out_in_training() or "")
     config.train_file = str(out / "split" / "train.parquet")
     assert config.held_out_in_training() is None
+
+    # An unfinished run is refused as rows: its data/ may hold shards that no count includes.
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(out, unfinished)
+    manifest = json.loads((unfinished / "manifest.json").read_text())
+    manifest["stages"]["render"]["done"] = False
+    (unfinished / "manifest.json").write_text(json.dumps(manifest))
+    assert "the mining run is not finished" in (rows_file_problem(unfinished) or "")
+    with pytest.raises(UserError, match="the mining run is not finished"):
+        read_rows(unfinished)
 
     again = swerl("split", str(out))
     assert again.returncode == 1 and "pass --overwrite" in again.stderr

@@ -29,8 +29,9 @@ from swerl.configs import (
     load_config,
     missing_model,
 )
+from swerl.errors import UserError
 from swerl.learner.config import LearnerConfig
-from swerl.paths import file_in_the_way, row_files
+from swerl.paths import file_in_the_way, is_mining_output, row_files
 
 C = TypeVar("C", bound="TrainConfig")
 
@@ -142,9 +143,17 @@ class TrainConfig(LoRAConfig, LearnerConfig):
         files = [self.train_file, self.eval_file]
         if not all(f and _local_path(f) for f in files):
             return None
-        train, held_out = (
-            {f.resolve() for f in row_files(Path(str(name)))} for name in (self.train_file, self.eval_file)
-        )
+        train_path, eval_path = Path(str(self.train_file)), Path(str(self.eval_file))
+        if is_mining_output(train_path) and eval_path.resolve().is_relative_to(train_path.resolve()):
+            return (
+                f"eval_file: {eval_path} lies inside train_file's mining output {train_path}, whose rows "
+                f"it was split from, so the held-out rows are trained on (give train_file "
+                f"{train_path / 'split' / 'train.parquet'}, the training side of the split)"
+            )
+        try:
+            train, held_out = ({f.resolve() for f in row_files(p)} for p in (train_path, eval_path))
+        except UserError:  # an unfinished mining output: the input check says so
+            return None
         shared = train & held_out
         if not shared:
             return None

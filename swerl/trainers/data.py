@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from swerl.edit_format import build_messages
 from swerl.errors import UserError
 from swerl.jsonl import parse_lines
-from swerl.paths import row_files, rows_location
+from swerl.paths import row_files
 from swerl.reward.batch import coerce_contents
 
 # What a row needs: the oracle for the reward (and the SFT target), and either a stored prompt or the
@@ -54,9 +54,12 @@ def rows_file_problem(path: str | Path) -> str | None:
     without reading it whole: checked before a model is loaded."""
     import pyarrow as pa
 
-    path = rows_location(Path(path))
+    path = Path(path)
     if path.is_dir():
-        files = row_files(path)
+        try:
+            files = row_files(path)
+        except UserError as err:
+            return str(err)
         if not files:
             return f"{path}: no .parquet files in this directory"
         path = files[0]
@@ -87,7 +90,7 @@ def rows_file_problem(path: str | Path) -> str | None:
 
 def read_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows of a .parquet or .jsonl file (a directory: every .parquet file in it, sorted)."""
-    path = rows_location(Path(path))
+    path = Path(path)
     if path.is_dir():
         rows = [row for f in row_files(path) for row in pq.read_table(f).to_pylist()]
     elif path.suffix == ".parquet":
