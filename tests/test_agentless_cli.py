@@ -55,6 +55,14 @@ def test_demo_then_model_free_localize_and_report(tmp_path: Path, capsys: pytest
     first = capsys.readouterr().out.splitlines()[0]
     assert json.loads(first)["gold_files"] == ["calc/stats.py"]
 
+    # The same instances without their gold patch (mined rows, say): nothing to score, said so.
+    unscored = tmp_path / "nogold.jsonl"
+    rows = [json.loads(line) for line in (tmp_path / "instances.jsonl").read_text().splitlines()]
+    unscored.write_text("".join(json.dumps({**r, "patch": ""}) + "\n" for r in rows))
+    common[1] = str(unscored)
+    assert _main(["agentless", "localize", *common, "--out", str(tmp_path / "run2")]) == 0
+    assert "no gold patch among the 1 instances" in capsys.readouterr().out
+
 
 def test_evaluate_says_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     try:

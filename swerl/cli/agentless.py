@@ -476,6 +476,13 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
     elements = StageFile(stage_path(args.out, "localize_elements")).by_id()
     results = []
     errors = [i for i, row in {**files, **elements}.items() if "stage_error" in row]
+    if not any(inst.patch for inst in instances):
+        # Rows of another kind (the data pipeline's) have no gold patch: a report of zeros would read
+        # as a localizer that found nothing.
+        print(
+            f"no gold patch among the {len(instances)} instances: nothing to score the localization against"
+        )
+        return 0
     for inst in instances:
         if not inst.patch or inst.instance_id not in files:
             continue
