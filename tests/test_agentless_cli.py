@@ -51,7 +51,9 @@ def test_demo_then_model_free_localize_and_report(tmp_path: Path, capsys: pytest
     common += ["--cache-dir", str(tmp_path / "cache")]
     assert _main(["agentless", "localize", *common, "--out", str(tmp_path / "run")]) == 0
     assert "file_hit@1 100.0%" in capsys.readouterr().out
-    assert _main(["agentless", "report", *common, "--out", str(tmp_path / "run"), "--json"]) == 0
+    # report needs no --clones, --offline or --cache-dir again: it reads the run's (no GitHub from here).
+    report = ["agentless", "report", "--dataset", common[1], "--out", str(tmp_path / "run"), "--json"]
+    assert _main(report) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert json.loads(first)["gold_files"] == ["calc/stats.py"]
 

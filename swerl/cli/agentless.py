@@ -309,9 +309,38 @@ def _context(args: argparse.Namespace, sampler: Any, backend: Any) -> Any:
     from agentless.repos import RepoCache
 
     repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
+    _record_repo_options(args)
     return Context(
         repos=repos, indexes=IndexCache(repos, args.cache_dir / "index"), sampler=sampler, backend=backend
     )
+
+
+REPO_OPTIONS_FILE = "repo_options.json"
+
+
+def _record_repo_options(args: argparse.Namespace) -> None:
+    """OUT/repo_options.json: where this run found its repositories, so `report` on the same --out reads
+    them from the same place (it cloned from GitHub, or failed offline, when not told again)."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    recorded = {
+        "cache_dir": str(args.cache_dir.resolve()),
+        "clones": str(args.clones.resolve()) if args.clones else None,
+        "offline": args.offline,
+    }
+    (args.out / REPO_OPTIONS_FILE).write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+
+
+def _reuse_repo_options(args: argparse.Namespace) -> None:
+    """The run's recorded --cache-dir, --clones and --offline, for each of them left at its default."""
+    path = args.out / REPO_OPTIONS_FILE
+    if not path.is_file():
+        return
+    recorded = load_json(path)
+    if args.cache_dir == DEFAULT_CACHE:
+        args.cache_dir = Path(recorded.get("cache_dir") or DEFAULT_CACHE)
+    if args.clones is None and recorded.get("clones"):
+        args.clones = Path(recorded["clones"])
+    args.offline = args.offline or bool(recorded.get("offline"))
 
 
 def _sampler(args: argparse.Namespace) -> Any:
@@ -462,6 +491,7 @@ def _run_report(args: argparse.Namespace) -> int:
             f"--out {args.out}: no {stage_path(args.out, 'localize_files').name} there; give the --out of "
             "a `swerl agentless run` or `localize`"
         )
+    _reuse_repo_options(args)
     return _print_report(args, _instances(args), as_json=args.json)
 
 
