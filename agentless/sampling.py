@@ -45,22 +45,30 @@ def prompt_ids(tokenizer: Any, messages: Messages) -> list[int]:
 class EngineSampler:
     """`TextSampler` over a rollout engine and the tokenizer of the engine's model.
 
-    A prompt longer than `max_prompt_tokens` raises `PromptTooLong` rather than being cut: cutting
-    would drop the instructions at its end. Callers record the instance as skipped.
+    A prompt longer than `max_prompt_tokens`, or than the model's `context` (its positions), raises
+    `PromptTooLong` rather than being cut: cutting would drop the instructions at its end. Callers record
+    the instance as skipped. With a known `context`, an answer stops where prompt and answer fill it: past
+    it a small model generated filler for minutes on positions it was never trained on.
     """
 
     engine: RolloutEngine
     tokenizer: Any
     max_prompt_tokens: int | None = None
+    context: int | None = None
 
     def sample(
         self, prompts: Sequence[Messages], *, n: int, temperature: float, max_new_tokens: int, seed: int
     ) -> list[list[Sample]]:
         ids = [prompt_ids(self.tokenizer, m) for m in prompts]
-        if self.max_prompt_tokens is not None:
+        limits = [(self.max_prompt_tokens, "")]
+        if self.context is not None:
+            limits.append((self.context - 1, f", the model's context of {self.context} positions less one"))
+        for limit, what in limits:
             for i, p in enumerate(ids):
-                if len(p) > self.max_prompt_tokens:
-                    raise PromptTooLong(f"prompt {i} has {len(p)} tokens > {self.max_prompt_tokens}")
+                if limit is not None and len(p) > limit:
+                    raise PromptTooLong(f"prompt {i} has {len(p)} tokens > {limit}{what}")
+        if self.context is not None:
+            max_new_tokens = min(max_new_tokens, self.context - max(len(p) for p in ids))
         params = SamplingParams(n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
         groups = self.engine.generate(ids, params)
         return [[Sample(c.text, c.finish_reason, temperature) for c in group] for group in groups]

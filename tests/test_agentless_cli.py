@@ -301,3 +301,19 @@ def test_a_second_evaluation_into_one_folder_is_refused_resumed_or_overwritten(t
 
     prepare_out_dir(out, overwrite=True, resume=False)
     assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_run_with_a_small_model_warns_of_its_context_and_counts_skipped_prompts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from swerl.models.tiny import build_tiny_model
+
+    model = build_tiny_model(
+        tmp_path / "tiny", hidden_size=32, intermediate_size=64, num_layers=1, max_position_embeddings=512
+    )
+    assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0
+    argv = ["agentless", "run", *_demo_args(tmp_path, tmp_path / "clones"), "--model", str(model)]
+    assert _main([*argv, "--num-samples", "1", "--max-prompt-tokens", "64"]) == 0
+    err = capsys.readouterr().err
+    assert "answers of up to 4096 new tokens do not fit" in err and "context of 512 positions" in err
+    assert "1 predictions, 0 with a patch; 1 skipped, prompt too long (e.g. demo-org__calc-1: prompt 0" in err

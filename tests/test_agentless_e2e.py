@@ -261,3 +261,20 @@ def test_repair_prompt_uses_the_configured_style(demo: tuple[Instance, Path, Pat
     assert not any(SYSTEM_PROMPT in p or "Rules:" in p for p in repair_prompts)
     predictions = (tmp_path / "run" / "predictions.jsonl").read_text()
     assert "return total / len(values)" in predictions  # the compact prompt still gets the fix through
+
+
+def test_answers_stop_at_the_models_context_and_longer_prompts_are_skipped() -> None:
+    """A 2,048-position model with --max-new-tokens 4096 generated filler for minutes past its context."""
+    from agentless.sampling import PromptTooLong
+
+    engine = ScriptedEngine(lambda prompt, sample: "ok")
+    sampler = EngineSampler(engine, CharTokenizer(), context=100)  # type: ignore[arg-type]
+    short = [{"role": "user", "content": "x" * 40}]  # 40 characters + 20 of the chat rendering
+    assert sampler.sample([short], n=1, temperature=0.0, max_new_tokens=4096, seed=0)[0][0].text == "ok"
+    assert engine.calls[-1].max_new_tokens == 100 - 60
+    sampler.sample([short], n=1, temperature=0.0, max_new_tokens=8, seed=0)
+    assert engine.calls[-1].max_new_tokens == 8
+    with pytest.raises(PromptTooLong, match=r"prompt 0 has 120 tokens > 99, the model's context of 100"):
+        sampler.sample(
+            [[{"role": "user", "content": "x" * 100}]], n=1, temperature=0.0, max_new_tokens=8, seed=0
+        )

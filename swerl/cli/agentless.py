@@ -375,6 +375,17 @@ def _sampler(args: argparse.Namespace) -> Any:
 
             tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
         engine = HFEngine(model, tokenizer)
+        context = getattr(model.config, "max_position_embeddings", None)
+        if isinstance(context, int):
+            longest = max(getattr(args, "max_new_tokens", 0), getattr(args, "localize_max_new_tokens", 0))
+            if longest >= context:
+                print(
+                    f"swerl: warning: answers of up to {longest} new tokens do not fit "
+                    f"{args.model}'s context of {context} positions: each stops where prompt and answer "
+                    f"fill it",
+                    file=sys.stderr,
+                )
+            return EngineSampler(engine, tokenizer, max_prompt_tokens=args.max_prompt_tokens, context=context)
     return EngineSampler(engine, tokenizer, max_prompt_tokens=args.max_prompt_tokens)
 
 
@@ -423,7 +434,8 @@ def _config(args: argparse.Namespace, **extra: Any) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from agentless.pipeline import run, run_localization
+    from agentless.pipeline import run, run_localization, stage_path
+    from agentless.stages import StageFile
 
     if args.regression_model_filter and not (args.regression or args.regression_from_gold_pass_to_pass):
         raise UserError("--regression-model-filter filters the tests of --regression: add --regression")
@@ -457,7 +469,13 @@ def _run(args: argparse.Namespace) -> int:
     with predictions.open(encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     non_empty = sum(1 for r in rows if r["model_patch"])
-    print(f"wrote {predictions}: {len(rows)} predictions, {non_empty} with a patch", file=sys.stderr)
+    repair = StageFile(stage_path(args.out, "repair")).by_id()
+    skipped = sorted(i for i, row in repair.items() if row.get("skipped"))
+    said = f"; {len(skipped)} skipped, prompt too long (e.g. {skipped[0]}: {repair[skipped[0]]['skipped']})"
+    print(
+        f"wrote {predictions}: {len(rows)} predictions, {non_empty} with a patch{said if skipped else ''}",
+        file=sys.stderr,
+    )
     return 0
 
 
