@@ -434,7 +434,7 @@ def _config(args: argparse.Namespace, **extra: Any) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from agentless.pipeline import run, run_localization, stage_path
+    from agentless.pipeline import STAGES, claim_stages, run, run_localization, stage_path
     from agentless.stages import StageFile
 
     if args.regression_model_filter and not (args.regression or args.regression_from_gold_pass_to_pass):
@@ -464,6 +464,7 @@ def _run(args: argparse.Namespace) -> int:
         reproduction=args.reproduction,
         **({"reproduction_samples": args.reproduction_samples} if args.reproduction_samples else {}),
     )
+    claim_stages(args.out, cfg, STAGES)  # stage rows of other options are refused before the model loads
     ctx = _context(args, _sampler(args), _backend(args))
     predictions = run(instances, args.out, ctx, cfg)
     with predictions.open(encoding="utf-8") as f:
@@ -480,10 +481,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_localize(args: argparse.Namespace) -> int:
-    from agentless.pipeline import run_localization
+    from agentless.pipeline import claim_stages, run_localization
 
     instances = _instances(args)
     cfg = _config(args, model_name=args.model or "")
+    claim_stages(args.out, cfg, ["localize_files", "localize_elements"])  # before a model loads
     run_localization(instances, args.out, _context(args, _sampler(args), None), cfg)
     _fail_if_every_instance_failed(args.out, "localize_files")
     return _print_report(args, instances, as_json=False)

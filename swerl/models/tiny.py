@@ -209,6 +209,23 @@ def _resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | str | None:
     return parse_dtype(dtype)
 
 
+def load_tokenizer(name_or_path: str | Path, trust_remote_code: bool = False) -> Any:
+    """The tokenizer `load_model_and_tokenizer` gives for `name_or_path`, alone: a trainer checks its
+    rows' lengths with it before the weights load (minutes for a large model, wasted on a bad input)."""
+    from swerl.models.adapters import base_model_of, is_adapter_dir
+
+    adapters = is_adapter_dir(name_or_path)
+    # A LoRA run saves its tokenizer beside the adapters; adapters from elsewhere may come without one.
+    has_tokenizer = not adapters or (Path(name_or_path) / "tokenizer_config.json").is_file()
+    tokenizer = AutoTokenizer.from_pretrained(
+        str(name_or_path) if has_tokenizer else base_model_of(name_or_path),
+        trust_remote_code=trust_remote_code,
+    )
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
 def load_model_and_tokenizer(
     name_or_path: str | Path,
     dtype: str | torch.dtype | None = None,
@@ -230,13 +247,7 @@ def load_model_and_tokenizer(
 
     adapters = is_adapter_dir(name_or_path)
     weights = base_model_of(name_or_path) if adapters else str(name_or_path)
-    # A LoRA run saves its tokenizer beside the adapters; adapters from elsewhere may come without one.
-    has_tokenizer = not adapters or (Path(name_or_path) / "tokenizer_config.json").is_file()
-    tokenizer = AutoTokenizer.from_pretrained(
-        str(name_or_path) if has_tokenizer else weights, trust_remote_code=trust_remote_code
-    )
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = load_tokenizer(name_or_path, trust_remote_code)
     kwargs = dict(model_kwargs, trust_remote_code=trust_remote_code)
     resolved = _resolve_dtype(dtype)
     if resolved is not None:

@@ -9,7 +9,9 @@ model takes too.
 from __future__ import annotations
 
 import json
+import os
 import random
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,6 +162,12 @@ def train_and_eval_examples(
         raise UserError(
             f"train_file {config.train_file}: every row ({skipped}) is longer than {limit} "
             f"({max_length} tokens); raise {limit} or shorten the prompts"
+        )
+    if skipped and int(os.environ.get("RANK", "0")) == 0:
+        print(
+            f"swerl: {skipped} of {skipped + len(examples)} training rows are longer than {limit} "
+            f"({max_length} tokens) and left out",
+            file=sys.stderr,
         )
     held_out: list[Example] = []
     if config.eval_file:

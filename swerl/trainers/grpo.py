@@ -52,7 +52,7 @@ from swerl.trainers.common import (
 )
 from swerl.trainers.config import GRPOConfig
 from swerl.trainers.data import EpochSampler, Example, rank_slice
-from swerl.trainers.loop import TrainLoop, build_engine, load_run, pad_id, write_config
+from swerl.trainers.loop import TrainLoop, build_engine, load_run, load_run_tokenizer, pad_id, write_config
 from swerl.trainers.rewards import GroupReward
 
 
@@ -442,8 +442,10 @@ def run(config: GRPOConfig, progress: bool = True) -> dict[str, Any]:
     from swerl.trainers.data import train_and_eval_examples
     from swerl.trainers.rewards import reward_from_name
 
+    examples, skipped, eval_examples = train_and_eval_examples(
+        config, load_run_tokenizer(config), config.max_prompt_length
+    )
     ckpt, model, tokenizer = load_run(config)
-    examples, skipped, eval_examples = train_and_eval_examples(config, tokenizer, config.max_prompt_length)
     reward = reward_from_name(config.reward, config.reward_strict)
     # The KL anchor is the start model, loaded afresh (on resume the model is the checkpoint's, and under
     # ZeRO-3 a partitioned policy cannot be copied).

@@ -266,6 +266,16 @@ def load_run(config: Any) -> tuple[Path | None, Any, Any]:
     return ckpt, model, tokenizer
 
 
+def load_run_tokenizer(config: Any) -> Any:
+    """The tokenizer `load_run` gives, loaded alone (from the checkpoint when resuming a full run), so
+    the rows are read and measured before the weights load."""
+    from swerl.models.tiny import load_tokenizer
+
+    ckpt = resolve_resume(config)
+    source = config.model_name_or_path if config.use_peft or ckpt is None else checkpoint_model_dir(ckpt)
+    return load_tokenizer(source, config.trust_remote_code)
+
+
 def longest_sequence(config: Any) -> tuple[int, str]:
     """The longest sequence a run may give its model, and the options that set it."""
     if hasattr(config, "max_seq_length"):

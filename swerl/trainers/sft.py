@@ -8,6 +8,7 @@ The loss is the negative log-likelihood of the target tokens only, a token mean 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from swerl.learner.dist import all_reduce
 from swerl.trainers.common import completion_logprobs, evaluate, pack_sequences
 from swerl.trainers.config import SFTConfig
 from swerl.trainers.data import EpochSampler, Example, rank_slice
-from swerl.trainers.loop import TrainLoop, load_run, pad_id, write_config
+from swerl.trainers.loop import TrainLoop, load_run, load_run_tokenizer, pad_id, write_config
 from swerl.trainers.rewards import GroupReward
 
 
@@ -103,6 +104,12 @@ class SFTTrainer(TrainLoop):
             raise UserError(
                 f"no SFT example fits max_seq_length {config.max_seq_length} (or has an answer that "
                 f"SEARCH/REPLACE edits can express): raise max_seq_length or check train_file"
+            )
+        if self.skipped and self.dist.is_main:
+            print(
+                f"swerl: {self.skipped} of {len(train_examples)} SFT rows left out: no SEARCH/REPLACE answer "
+                f"expresses their change, or prompt and answer exceed max_seq_length {config.max_seq_length}",
+                file=sys.stderr,
             )
         self.eval_examples = list(eval_examples)
         self.reward_fn = reward_fn
@@ -197,10 +204,10 @@ def run(config: SFTConfig, progress: bool = True) -> dict[str, Any]:
     """Everything `swerl train sft` does: load model and rows, train, report held-out malformed rate."""
     from swerl.trainers.data import train_and_eval_examples
 
-    _, model, tokenizer = load_run(config)
     examples, _, eval_examples = train_and_eval_examples(
-        config, tokenizer, config.max_seq_length, "max_seq_length"
+        config, load_run_tokenizer(config), config.max_seq_length, "max_seq_length"
     )
+    _, model, tokenizer = load_run(config)
     trainer = SFTTrainer(config, model, tokenizer, examples, eval_examples=eval_examples, progress=progress)
     if trainer.dist.is_main:
         write_config(config)
