@@ -1,7 +1,7 @@
 """Can the warm-up teach a tiny model to copy the hidden constant from the feedback? Curves per Adam beta2.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python bench/rlef_copy_learning.py MODEL \
-        [--family hidden_add] [--steps 300] [--beta2 0.999,0.95] [--lr 3e-3] [--seed 0]
+        [--family hidden_add] [--steps 300] [--beta2 0.999,0.95] [--lr 3e-3] [--seed 0] [--out DIR]
 
 From the same start model, one run per beta2 trains on the warm-up's second turns only, of the
 `bundled:hidden_train` problems whose name holds `--family` (all by default): `feedback_fix_dialogs` with
@@ -10,6 +10,7 @@ showing k, then the reference with k), through the trainer's own packing and log
 `completion_logprobs`). It prints, every 25 steps, the mean loss over all target tokens and over the
 constant alone. ln 8 = 2.08 nats is what guessing k costs; copying it from the feedback costs ~0. One
 run per setting: when a plateau ends varies between runs, so compare curves, not single steps.
+`--out` saves the trained model (with one `--beta2`): a start model that has left the plateau.
 
 Why this probe: every other target token is a copy of the wrong answer or of the template and is learned
 in ~100 steps, after which the constant is the only token with a gradient. With beta2 = 0.999 Adam's
@@ -25,10 +26,11 @@ import argparse
 import random
 import time
 from functools import partial
+from pathlib import Path
 
 import torch
 
-from swerl.cli.args import nonnegative_int, positive_float, positive_int
+from swerl.cli.args import nonnegative_int, output_dir, positive_float, positive_int
 from swerl.models.tiny import load_model_and_tokenizer
 from swerl.trainers.common import completion_logprobs, pack_sequences
 from swerl.trainers.dialog import ChatRenderer, feedback_fix_dialogs, sandbox_judge
@@ -41,7 +43,14 @@ def constant_position(target: list[int], digits: set[int]) -> int:
 
 
 def train(
-    model_path: str, family: str, beta2: float, lr: float, steps: int, seed: int, batch_size: int = 16
+    model_path: str,
+    family: str,
+    beta2: float,
+    lr: float,
+    steps: int,
+    seed: int,
+    batch_size: int = 16,
+    out: Path | None = None,
 ) -> None:
     torch.manual_seed(seed)
     model, tokenizer = load_model_and_tokenizer(model_path)
@@ -81,6 +90,9 @@ def train(
                 flush=True,
             )
             window = []
+    if out:
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
 
 
 def main() -> None:
@@ -91,9 +103,13 @@ def main() -> None:
     parser.add_argument("--lr", type=positive_float, default=3e-3)
     parser.add_argument("--seed", type=nonnegative_int, default=0, help="seeds the order of the batches")
     parser.add_argument("--beta2", default="0.999,0.95", help="comma-separated Adam beta2 values to compare")
+    parser.add_argument("--out", type=output_dir, help="save the trained model here (one --beta2 only)")
     args = parser.parse_args()
-    for beta2 in (float(b) for b in args.beta2.split(",")):
-        train(args.model, args.family, beta2, args.lr, args.steps, args.seed)
+    betas = [float(b) for b in args.beta2.split(",")]
+    if args.out and len(betas) != 1:
+        parser.error("--out takes a single --beta2")
+    for beta2 in betas:
+        train(args.model, args.family, beta2, args.lr, args.steps, args.seed, out=args.out)
 
 
 if __name__ == "__main__":

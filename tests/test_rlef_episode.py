@@ -16,7 +16,14 @@ import torch
 from swerl.codecontests.problems import parse_problem
 from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
 from swerl.rollout.base import Completion, SamplingParams
-from swerl.trainers.dialog import ChatRenderer, ContestTask, EpisodeConfig, run_episodes, sandbox_judge
+from swerl.trainers.dialog import (
+    ChatRenderer,
+    ContestTask,
+    EpisodeConfig,
+    evaluate_dialogs,
+    run_episodes,
+    sandbox_judge,
+)
 from swerl.trainers.rlef import RLEFTrainer, pack_episodes
 
 WRONG = "```python\nn = int(input())\nprint(n + 2)\n```"
@@ -37,16 +44,19 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, object]:
     return load_model_and_tokenizer(path)
 
 
-def add3() -> ContestTask:
-    tests = {"input": ["1\n", "5\n"], "output": ["4\n", "8\n"]}
-    private = {"input": ["10\n", "-3\n"], "output": ["13\n", "0\n"]}
+def add_task(k: int) -> ContestTask:
+    """Read n, print n + k; public tests on 1 and 5, private ones on 10 and -3."""
     row = {
-        "name": "add3",
-        "description": "Read n. Print n + 3.",
-        "public_tests": tests,
-        "private_tests": private,
+        "name": f"add{k}",
+        "description": f"Read n. Print n + {k}.",
+        "public_tests": {"input": ["1\n", "5\n"], "output": [f"{1 + k}\n", f"{5 + k}\n"]},
+        "private_tests": {"input": ["10\n", "-3\n"], "output": [f"{10 + k}\n", f"{k - 3}\n"]},
     }
     return ContestTask(parse_problem(row))
+
+
+def add3() -> ContestTask:
+    return add_task(3)
 
 
 class ScriptedPolicy:
@@ -167,3 +177,21 @@ def test_packed_batch_lines_up_with_the_episode(tiny: tuple[object, object], tmp
     metrics = trainer.train_step()
     assert metrics["solve_rate"] == 1.0 and metrics["turns_per_episode"] == 2.0
     assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
+
+
+def test_random_feedback_in_evaluation_comes_from_another_problem_of_the_whole_set(
+    tiny: tuple[object, object],
+) -> None:
+    """The scripted policy fixes add3 only after seeing add3's expected output. Evaluated one problem per
+    batch, random feedback must still come from the other problem of the set (add5), never from add3's
+    own tests, or the control would leak the answer (as a slice of a sorted set would)."""
+    _, tokenizer = tiny
+    renderer, judge = ChatRenderer(tokenizer), sandbox_judge(workers=2)
+    tasks = [add3(), add_task(5)]
+    common = {"samples": 1, "nk": ((1, 3),), "batch_problems": 1}
+    real = evaluate_dialogs(ScriptedPolicy(tokenizer), renderer, tasks, EpisodeConfig(), judge, **common)
+    assert real.fixed_at_turn[2] == 1  # add3, fixed after its own feedback; add5 never
+    shuffled = evaluate_dialogs(
+        ScriptedPolicy(tokenizer), renderer, tasks, EpisodeConfig(feedback="random"), judge, **common
+    )
+    assert shuffled.first_wrong == 2 and shuffled.fixed_at_turn == {2: 0, 3: 0}

@@ -297,8 +297,14 @@ def run_episodes(
     judge: Judge,
     *,
     rng: random.Random | None = None,
+    unrelated: Sequence[Task] | None = None,
 ) -> list[Episode]:
-    """One episode per task (repeat a task for several), all turns batched through the engine and sandbox."""
+    """One episode per task (repeat a task for several), all turns batched through the engine and sandbox.
+
+    `unrelated`: the problems random feedback is drawn from (default: `tasks`). Pass the whole set when
+    `tasks` is a slice of it: a slice of a sorted set holds look-alikes (the same hidden constant), and
+    their "unrelated" feedback would carry the answer.
+    """
     from swerl.trainers.common import sampling_params
 
     if config.feedback not in FEEDBACK_MODES:
@@ -351,7 +357,8 @@ def run_episodes(
             contexts[i] = grown
             continuing.append(i)
         if config.feedback == "random" and continuing:
-            _randomize_feedback([episodes[i] for i in continuing], tasks, renderer, judge, rng)
+            pool = tasks if unrelated is None else unrelated
+            _randomize_feedback([episodes[i] for i in continuing], pool, renderer, judge, rng)
             for i in continuing:
                 turn = episodes[i].turns[-1]
                 contexts[i] = contexts[i][: turn.context_len] + turn.answer_ids + turn.feedback_ids
@@ -554,9 +561,9 @@ def evaluate_dialogs(
     bar = tqdm(total=len(tasks), desc="eval", unit="problem", disable=not progress, dynamic_ncols=True)
     for lo in range(0, len(tasks), batch_problems):
         chunk = list(tasks[lo : lo + batch_problems])
-        episodes = run_episodes(
-            engine, renderer, [t for t in chunk for _ in range(samples)], config, judge, rng=rng
-        )
+        repeated = [t for t in chunk for _ in range(samples)]
+        # Random feedback comes from any other problem of the set, not only of this chunk.
+        episodes = run_episodes(engine, renderer, repeated, config, judge, rng=rng, unrelated=tasks)
         for p in range(len(chunk)):
             problem_dialogs = []
             for ep in episodes[p * samples : (p + 1) * samples]:
