@@ -1,4 +1,4 @@
-"""A generic in-context recall pretraining stage for tiny models: what a pretrained LLM brings to RLEF.
+"""Generic in-context recall pretraining of a tiny model: what a pretrained LLM brings to RLEF (experiment).
 
 A real RLEF run starts from an LLM that has read a lot of text, and one of the first things such a model
 learns is to copy from its context: induction heads (after an earlier `A B`, a later `A` predicts `B`)
@@ -16,11 +16,14 @@ tokenizer's vocabulary (no chat template, no program, no feedback text), of two 
 
 `pretrain_recall` trains a saved model on them in place. Measured (docs/rlef.md): it teaches recall,
 but it did not shorten the hidden-constant warm-up's plateau, so the shipped RLEF demonstration does not
-use it.
+use it; it stays here as the experiment that showed so.
+
+    PYTHONPATH=. python bench/rlef_recall_pretraining.py runs/rlef/tiny128-recall --steps 400
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -118,3 +121,19 @@ def pretrain_recall(
             log(f"recall pretraining: step {step} loss {recent:.3f} ({time.perf_counter() - start:.0f} s)")
     model.save_pretrained(model_dir)
     return losses
+
+
+def main() -> None:
+    from swerl.cli.args import nonnegative_int, positive_int
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", help="a saved tiny model, trained in place (copy it first to keep it)")
+    parser.add_argument("--steps", type=positive_int, default=400)
+    parser.add_argument("--seed", type=nonnegative_int, default=0)
+    args = parser.parse_args()
+    losses = pretrain_recall(Path(args.model_dir), steps=args.steps, seed=args.seed)
+    print(f"recall loss {losses[0]:.2f} -> {sum(losses[-50:]) / len(losses[-50:]):.2f} nats")
+
+
+if __name__ == "__main__":
+    main()
