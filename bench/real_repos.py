@@ -72,9 +72,12 @@ def _git_dir(path: Path) -> Path:
     return path / ".git" if (path / ".git").exists() else path
 
 
-def floor_argv(git_dir: Path, head: str) -> list[str]:
-    """`git log -p --first-parent` over the history up to `head`: the least any miner must read."""
-    return git_argv(git_dir, "log", "-p", "--first-parent", head)
+def floor_argv(git_dir: Path, head: str, exclude: tuple[str, ...] = ()) -> list[str]:
+    """`git log -p --first-parent` over the history up to `head`: the least any miner must read. Paths in
+    `exclude` are left out: a mirror may lack a large file's blob, which ends `git log -p` there (mining
+    drops the PRs that touch it and goes on)."""
+    paths = ("--", ".", *(f":(exclude){path}" for path in exclude)) if exclude else ()
+    return git_argv(git_dir, "log", "-p", "--first-parent", head, *paths)
 
 
 def mine_one(
@@ -115,7 +118,15 @@ def history_points(git_dir: Path, lengths: list[int]) -> list[tuple[str, str]]:
 
 
 def timed_point(
-    name: str, path: Path, out: Path, clones: Path, extra: list[str], ref: str, repeat: int, warm_up: bool
+    name: str,
+    path: Path,
+    out: Path,
+    clones: Path,
+    extra: list[str],
+    ref: str,
+    repeat: int,
+    warm_up: bool,
+    exclude: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Mining up to `ref` and the floor over the same history, alternated `repeat` times (after one
     warm-up run that fills the clone cache and the page cache, if `warm_up`): the last run's funnel and
@@ -124,7 +135,7 @@ def timed_point(
         mine_one(name, path, out / "warm-up", clones, extra, ref)
     floors, mines = [], []
     for run in range(repeat):
-        floors.append(_timed(floor_argv(_git_dir(path), ref)))
+        floors.append(_timed(floor_argv(_git_dir(path), ref, exclude)))
         result = mine_one(name, path, out / f"run-{run}", clones, extra, ref)
         mines.append((result["seconds"], result["peak"], result["cpu"]))
         print(
@@ -153,6 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lengths", default="", help="with --floor: also the first N first-parent commits, N comma-separated"
     )
+    parser.add_argument(
+        "--floor-exclude",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="with --floor: leave PATH out of git log -p (a blob the clone lacks; repeatable)",
+    )
     args, extra = parser.parse_known_args(argv)
     lengths = [int(n) for n in args.lengths.split(",") if n]
     clones = args.out / "clones"
@@ -162,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.floor:
             for at, (label, ref) in enumerate(history_points(_git_dir(Path(path)), lengths)):
                 out = args.out / label
-                point = timed_point(name, Path(path), out, clones, extra, ref, args.repeat, at == 0)
+                point = timed_point(
+                    name, Path(path), out, clones, extra, ref, args.repeat, at == 0, tuple(args.floor_exclude)
+                )
                 speed.append((label, point))
             result = point
         else:
