@@ -61,7 +61,8 @@ def read_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
     if lacking:
         raise UserError(
             f"{path}: {len(lacking)} prediction(s) without a model_patch string (e.g. {lacking[0]}); "
-            'each needs instance_id, model_patch ("" for no patch) and model_name_or_path'
+            'each needs instance_id and model_patch ("" for no patch), and for --backend docker also '
+            "model_name_or_path"
         )
     repeated = sorted(i for i, n in Counter(str(r["instance_id"]) for r in rows).items() if n > 1)
     if repeated:

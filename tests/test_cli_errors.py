@@ -58,6 +58,7 @@ BAD_VALUES: dict[Callable[[str], object], tuple[str, ...]] = {
     cli_args.positive_float: ("-1", "0", "nan", "abc"),
     cli_args.nonnegative_float: ("-1", "inf", "abc"),
     cli_args.unit_interval: ("0", "1.5", "-0.1", "abc"),
+    cli_args.proper_fraction: ("0", "1", "1.5", "abc"),
     cli_args.existing_file: ("sub", "missing.jsonl"),
     cli_args.existing_dir: ("x.txt", "missing-dir"),
     cli_args.existing_path: ("missing-run",),
@@ -365,6 +366,12 @@ CASES = [
         ["train", "grpo", "--config", "{tmp}/done.yaml", "--resume"],
         "no checkpoint-N",
         ["done/config.yaml"],
+    ),
+    Case(
+        "--resume a run that never started",
+        ["train", "grpo", "--config", "{tmp}/good.yaml", "--resume"],
+        "holds no run to resume; start it without --resume",
+        ["run"],
     ),
     Case(
         "--resume a missing checkpoint",

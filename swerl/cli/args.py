@@ -145,6 +145,14 @@ def unit_interval(text: str) -> float:
     return value
 
 
+def proper_fraction(text: str) -> float:
+    """A number in (0, 1): a share that must leave something on both sides (a held-out fraction)."""
+    value = _number(float, text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
+    return value
+
+
 def existing_file(text: str) -> Path:
     """A path that is a readable file now, so a typo fails at once, not after the model has loaded."""
     path = Path(text)

@@ -10,7 +10,15 @@ from pathlib import Path
 
 from data_pipeline.config import MineConfig
 from swerl.cli import exiting
-from swerl.cli.args import existing_dir, nonnegative_int, output_dir, positive_int, repo_name, unit_interval
+from swerl.cli.args import (
+    existing_dir,
+    nonnegative_int,
+    output_dir,
+    positive_int,
+    proper_fraction,
+    repo_name,
+    unit_interval,
+)
 from swerl.edit_format.prompts import PROMPT_STYLES
 from swerl.errors import UserError
 
@@ -221,7 +229,10 @@ def register(groups: argparse._SubParsersAction) -> None:
     size = split.add_mutually_exclusive_group()
     size.add_argument("--eval-size", type=positive_int, help="rows held out")
     size.add_argument(
-        "--eval-fraction", type=unit_interval, default=0.05, help="share of the rows held out (default 0.05)"
+        "--eval-fraction",
+        type=proper_fraction,
+        default=0.05,
+        help="share of the rows held out (default 0.05)",
     )
     split.add_argument("--seed", type=nonnegative_int, default=0, help="--by random: the draw's seed")
     split.add_argument(

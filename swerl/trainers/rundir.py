@@ -137,6 +137,8 @@ def _check_resume(config: Any, run_dir: Path) -> None:
     target = config.resume_from_checkpoint
     if target == "latest":
         found = checkpoint_dirs(run_dir)
+        if not found and not run_files(run_dir):
+            raise UserError(f"--resume: {run_dir} holds no run to resume; start it without --resume")
         if not found:
             raise UserError(
                 f"--resume: no checkpoint-N in {run_dir} to resume from (checkpoints are written every "
