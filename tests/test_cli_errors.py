@@ -50,6 +50,20 @@ def _leaf_parsers(
 
 LEAVES = _leaf_parsers(build_parser())
 
+
+@pytest.mark.parametrize("path", sorted(LEAVES), ids=" ".join)
+def test_every_command_shows_an_example_that_uses_only_its_own_options(path):
+    """`--help` ends with an example; an option renamed or removed would leave the example lying."""
+    parser = LEAVES[path]
+    epilog = parser.epilog or ""
+    assert epilog.startswith("example"), f"swerl {' '.join(path)} --help has no example"
+    commands = [line for line in epilog.replace("&&", "\n").splitlines() if f"swerl {' '.join(path)}" in line]
+    assert commands, epilog
+    known = {option for action in parser._actions for option in action.option_strings}
+    used = {word.partition("=")[0] for line in commands for word in line.split() if word.startswith("--")}
+    assert used <= known, f"unknown options in the example: {sorted(used - known)}"
+
+
 # Values each argument type must refuse. A file named "x.txt" is created in the working directory, and
 # "sub" is a directory there.
 BAD_VALUES: dict[Callable[[str], object], tuple[str, ...]] = {

@@ -206,6 +206,8 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="file and element localization only, with a report against gold patches",
         description="Stages 1-2. Without --model the ranking is model-free (BM25 plus boosts for paths, "
         "modules, stack frames and names the issue mentions).",
+        epilog="example: swerl agentless localize --dataset lite_dev.parquet --clones ~/mirrors --offline "
+        "--out runs/loc-dev",
     )
     _add_data_options(localize)
     _add_model_options(localize, required=False)
@@ -216,6 +218,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         "report",
         help="localization report of a run directory against the instances' gold patches",
         description="file hit@1/@3/@5, element coverage and line coverage (see docs/agentless.md).",
+        epilog="example: swerl agentless report --dataset lite_dev.parquet --out runs/loc-dev --json",
     )
     _add_data_options(report)
     report.add_argument("--out", required=True, type=existing_dir, help="the run directory")
@@ -279,6 +282,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         "demo",
         help="build a tiny offline SWE-bench-style instance (git repo, issue, tests, gold patch)",
         description="Writes DIR/instances.jsonl and DIR/clones/ and prints a command that runs on them.",
+        epilog="example: swerl agentless demo --dir runs/agentless-demo",
     )
     demo.add_argument(
         "--dir", type=output_dir, default=Path("runs/agentless-demo"), help="where to write the instance"

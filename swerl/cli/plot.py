@@ -38,6 +38,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         description="Read RUN/metrics.jsonl and write one PNG per metric plus an overview grid "
         "(RUN/plots/overview.png). Works on a run that is still writing (its last, half-written line is "
         "left out).",
+        epilog="example: swerl plot runs/grpo-tiny-cpu --metrics reward,kl",
     )
     parser.add_argument(
         "run_dir", metavar="RUN", type=existing_path, help="run directory (or its metrics.jsonl)"

@@ -118,6 +118,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         description="An offline end-to-end run: a generated git history of fix PRs -> the data pipeline "
         "(`data mine --local`) -> a tiny model -> SFT warm-up -> GRPO with the SWE-RL reward -> held-out "
         "reward and malformed rate before and after, plus plots. About --minutes on a 2-core CPU.",
+        epilog="example: swerl quickstart --out runs/quickstart --minutes 9",
     )
     parser.add_argument(
         "--out", type=output_dir, default=Path("runs/quickstart"), help="where everything goes"

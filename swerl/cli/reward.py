@@ -75,6 +75,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         "string in Parquet). A bad row gets reward null and an error; no row is ever dropped. The output "
         "appears only when complete. An input with no rows, or in which no row could be scored (a file of "
         "another kind, missing columns), is an error and writes nothing.",
+        epilog="example: swerl reward score --input answers.jsonl --output scored.jsonl --workers 2",
     )
     score.add_argument(
         "--input", required=True, type=existing_file, help="rows to score (.jsonl or .parquet)"
@@ -91,6 +92,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="score the bundled sample answers and explain each reward",
         description="Score the sample that ships with swerl (one issue, several answers from perfect to "
         "malformed) and print what the reward said about each.",
+        epilog="example: swerl reward demo",
     )
     demo.add_argument(
         "--output",

@@ -29,6 +29,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         "{input: [...], output: [...]}, optional time_limit and memory_limit_bytes) and print one verdict "
         "per test, then the feedback the model would see for the first failing public test. Exit status "
         "0 when every test passed, 1 otherwise.",
+        epilog="example: swerl sandbox run --problem problem.json --solution sol.py --tests public",
     )
     run.add_argument("--problem", required=True, type=existing_file, help="problem file (.json)")
     run.add_argument("--solution", required=True, type=existing_file, help="the program to run (.py)")
@@ -75,6 +76,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         description="Check each protection of the sandbox on this machine (bubblewrap, seccomp filter, "
         "--disable-userns, per-test memory and process cgroups, uid switching) by trying it, print one "
         "line each, and run one program as a final proof. Exit status 0 when all are active, 1 otherwise.",
+        epilog="example: swerl sandbox doctor",
     )
     doctor.set_defaults(run=_doctor)
 

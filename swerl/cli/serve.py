@@ -16,6 +16,8 @@ def register(groups: argparse._SubParsersAction) -> None:
         "with rollout_engine vllm_server: generation over HTTP, new weights over NCCL (gloo without a GPU). "
         "Start it on GPUs the trainer does not use, e.g. CUDA_VISIBLE_DEVICES=7 swerl vllm-serve --model M, "
         "then train on the others. Stop it with Ctrl-C.",
+        epilog="example: CUDA_VISIBLE_DEVICES=7 swerl vllm-serve --model Qwen/Qwen2.5-Coder-7B-Instruct "
+        "--port 8000",
     )
     parser.add_argument("--model", required=True, type=model_name, help="HF model id or directory")
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
