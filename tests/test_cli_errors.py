@@ -627,7 +627,7 @@ def test_a_live_runs_half_written_line_is_left_out(workspace, capsys):
     assert "line 2 is not JSON" in capsys.readouterr().err
 
 
-def test_overwrite_removes_only_the_runs_own_files(workspace):
+def test_overwrite_removes_only_the_runs_own_files(workspace, capsys):
     from swerl.trainers.config import GRPOConfig
     from swerl.trainers.rundir import prepare_run_dir
 
@@ -637,7 +637,8 @@ def test_overwrite_removes_only_the_runs_own_files(workspace):
     config = GRPOConfig.from_yaml(workspace / "taken.yaml")
     prepare_run_dir(config, overwrite=True)
     assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]
-    prepare_run_dir(config)  # now empty of runs: a fresh start is fine
+    prepare_run_dir(config)  # now empty of runs: a fresh start is fine, said to share the folder
+    assert "already holds other files (notes.txt)" in capsys.readouterr().err
     prepare_run_dir(config, rank=1, overwrite=False)  # other ranks never check
 
 

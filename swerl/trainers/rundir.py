@@ -95,6 +95,18 @@ def prepare_run_dir(config: Any, *, overwrite: bool = False, rank: int | None = 
         hold_folder(run_dir, "training run")
         return
     if not existing:
+        others = (
+            sorted(p.name for p in run_dir.iterdir() if not p.name.startswith("."))
+            if run_dir.is_dir()
+            else []
+        )
+        if others:
+            # Not a refusal (a folder made ready for the run is fine), but a mining output or another
+            # tool's folder given by mistake would end up with the run's files mixed into its own.
+            shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+            print(
+                f"swerl: warning: output_dir {run_dir} already holds other files ({shown})", file=sys.stderr
+            )
         hold_folder(run_dir, "training run")
         return
     hold_folder(run_dir, "training run")  # before anything is removed: the run may be writing it now
