@@ -2,7 +2,7 @@
 
 The model-free ranking is BM25 over file contents plus boosts for what the issue names outright (paths,
 stack frames, modules, defined names, command-line options) and a demotion of test files (fixes land in
-source files). It
+source files), with the issue's title scored on its own as well. It
 needs no model, so localization stays useful with a weak or untrained policy. The model sees only a
 compact tree and the issue, which is cheap, and its picks are fused with the model-free list by
 reciprocal rank, so either source can pull a file up without the other's consent.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from agentless.localize.elements import element_bm25
 from agentless.localize.index import RepoIndex, is_peripheral_path, is_source, is_test_path
-from agentless.localize.signals import IssueSignals, extract_signals
+from agentless.localize.signals import IssueSignals, extract_signals, issue_title
 from data_pipeline.bm25 import bm25_scores, terms
 from data_pipeline.model_rank import paths_in_answer
 
@@ -26,6 +26,9 @@ class RankWeights:
     """How much each piece of evidence adds to a file's score (BM25 is normalized to [0, 1])."""
 
     bm25: float = 1.0
+    title: float = 1.0
+    """BM25 of the issue's first line alone (its title), normalized like the whole text's: the title says
+    what is wrong in a few words, which a long body of logs and examples dilutes."""
     file_stem: float = 0.6
     directory: float = 0.1
     path_mention: float = 3.0
@@ -96,6 +99,13 @@ def rank_files(
         for path, value in zip(paths, raw, strict=True):
             if value > 0:
                 reasons[path]["bm25"] = w.bm25 * value / best
+    title = issue_title(issue)
+    raw_title = bm25_scores(title, [docs[p] for p in paths]) if title and w.title > 0 else []
+    best_title = max(raw_title, default=0.0)
+    if best_title > 0:
+        for path, value in zip(paths, raw_title, strict=True):
+            if value > 0:
+                reasons[path]["title"] = w.title * value / best_title
     issue_terms = set(terms(issue))
     for path in paths:
         *dirs, name = path.split("/")
