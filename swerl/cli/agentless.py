@@ -84,7 +84,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         type=nonnegative_float,
         default=0.0,
         help="weight of a static embedding model's similarity (paths and defined names) added to the "
-        "model-free ranking (0: off; 0.2 chosen on a tuning set; needs pip install 'swerl[dense]')",
+        "model-free ranking (0: off; needs pip install 'swerl[dense]'; figures in docs/benchmarks.md)",
     )
     parser.add_argument(
         "--context-files", type=positive_int, default=3, help="files shown to the repair prompt"
