@@ -18,6 +18,7 @@ from typing import Any
 
 from agentless.execution.base import ExecutionBackend
 from agentless.instances import Instance
+from agentless.localize.dense import dense_scores, load_wordllama
 from agentless.localize.elements import (
     EditLocation,
     ElementHit,
@@ -30,6 +31,7 @@ from agentless.localize.elements import (
 )
 from agentless.localize.files import (
     RankWeights,
+    add_dense,
     compact_tree,
     file_ranking_messages,
     merge_rankings,
@@ -62,6 +64,9 @@ class RunConfig:
     top_files: int = 5
     element_files: int = 20
     """Files of the model-free ranking re-ranked by their best function or class (0: none)."""
+    dense: float = 0.0
+    """Weight of the dense signal (a static embedding model over paths and defined names) added to the
+    model-free ranking before the second stage (0: off; needs the `dense` extra)."""
     context_files: int = 3
     num_elements: int = 8
     num_samples: int = 4
@@ -111,6 +116,7 @@ def stage_options(cfg: RunConfig) -> dict[str, dict[str, Any]]:
         "model": cfg.model_name if cfg.model_localization else None,
         "top_files": cfg.top_files,
         "element_files": cfg.element_files,
+        "dense": cfg.dense or None,  # None when off, as in runs made before the option existed
         "seed": cfg.seed,
         "localize_max_new_tokens": cfg.localize_max_new_tokens if cfg.model_localization else None,
     }
@@ -218,7 +224,13 @@ def _sample_text(ctx: Context, messages: list[dict[str, str]], cfg: RunConfig) -
 def localize_files(inst: Instance, ctx: Context, cfg: RunConfig) -> dict[str, Any]:
     index = ctx.indexes.get(inst.repo, inst.base_commit)
     signals = extract_signals(inst.problem_statement)
-    ranked = rank_files(index, inst.problem_statement, signals=signals)
+    if cfg.dense > 0:
+        embedder = load_wordllama()
+        ranked = rank_files(index, inst.problem_statement, signals=signals, top=len(index.stats))
+        similarity = dense_scores(index, inst.problem_statement, embedder)
+        ranked = add_dense(ranked, similarity, weights=RankWeights(dense=cfg.dense))
+    else:
+        ranked = rank_files(index, inst.problem_statement, signals=signals)
     if cfg.element_files > 0:
         weights = RankWeights(element_files=cfg.element_files)
         head = [r.path for r in ranked[: cfg.element_files]]

@@ -23,7 +23,7 @@ from agentless.localize.files import (
     rerank_by_elements,
 )
 from agentless.localize.index import IndexCache, is_peripheral_path
-from agentless.localize.signals import extract_signals
+from agentless.localize.signals import extract_signals, issue_title
 from agentless.localize.skeleton import elements_of, skeleton
 from agentless.pipeline import Context, RunConfig, localize_files
 from agentless.repair.context import windows
@@ -175,6 +175,39 @@ ROUNDING_FILES = {
     "shop/tax.py": "def tax(total):\n    '''Tax on a total.'''\n    return total\n",
 }
 ROUNDING_ISSUE = "Rounding a negative total goes toward zero instead of away from zero in every currency"
+
+
+TITLE_FILES = {
+    "shop/coupons.py": (
+        'def apply_coupon(total, coupon):\n    """Take a coupon off the total."""\n    return total\n'
+    ),
+    "shop/orders.py": (
+        'def checkout(session):\n    """Checkout of the session: the cart, the payment, the receipt."""\n'
+        "    session.cart.pay(session.payment)\n    session.receipt.send(session.cart)\n"
+    ),
+}
+TITLE_ISSUE = """\
+Coupon taken off twice
+
+I put items in the cart, went to checkout, and the session showed the cart with the payment.
+The receipt of the session lists the cart and the payment; after checkout the session cart is empty,
+and the receipt shows the payment. The total is lower than it should be.
+"""
+
+
+def test_the_title_is_scored_on_its_own(tmp_path: Path) -> None:
+    """A body that retells a session in many words outweighs a title that says what is wrong; scoring
+    the title alone as well puts the module it is about first."""
+    assert issue_title("\n  \nCoupon taken off twice  \nbody") == "Coupon taken off twice"
+    assert issue_title(" \n") == ""
+    repos, sha = _repo(tmp_path, TITLE_FILES)
+    index = IndexCache(repos).get("shop/shop", sha)
+    words_only = rank_files(index, TITLE_ISSUE, weights=RankWeights(title=0.0))
+    assert words_only[0].path == "shop/orders.py"
+    ranked = rank_files(index, TITLE_ISSUE)
+    assert ranked[0].path == "shop/coupons.py"
+    assert ranked[0].reasons["title"] == RankWeights().title  # the best title match is normalized to 1
+    assert "title" not in ranked[1].reasons  # the title's words are not in the orders module
 
 
 def test_second_stage_ranks_files_by_their_best_function(tmp_path: Path) -> None:

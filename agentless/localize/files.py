@@ -2,7 +2,7 @@
 
 The model-free ranking is BM25 over file contents plus boosts for what the issue names outright (paths,
 stack frames, modules, defined names, command-line options) and a demotion of test files (fixes land in
-source files). It
+source files), with the issue's title scored on its own as well. It
 needs no model, so localization stays useful with a weak or untrained policy. The model sees only a
 compact tree and the issue, which is cheap, and its picks are fused with the model-free list by
 reciprocal rank, so either source can pull a file up without the other's consent.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from agentless.localize.elements import element_bm25
 from agentless.localize.index import RepoIndex, is_peripheral_path, is_source, is_test_path
-from agentless.localize.signals import IssueSignals, extract_signals
+from agentless.localize.signals import IssueSignals, extract_signals, issue_title
 from data_pipeline.bm25 import bm25_scores, terms
 from data_pipeline.model_rank import paths_in_answer
 
@@ -26,6 +26,9 @@ class RankWeights:
     """How much each piece of evidence adds to a file's score (BM25 is normalized to [0, 1])."""
 
     bm25: float = 1.0
+    title: float = 1.0
+    """BM25 of the issue's first line alone (its title), normalized like the whole text's: the title says
+    what is wrong in a few words, which a long body of logs and examples dilutes."""
     file_stem: float = 0.6
     directory: float = 0.1
     path_mention: float = 3.0
@@ -44,6 +47,9 @@ class RankWeights:
     fraction of the top file's score."""
     element_files: int = 20
     """How many of the first files the second stage reads and splits into functions and classes."""
+    dense: float = 0.0
+    """`add_dense`: a file's similarity to the issue under a static embedding model adds up to this
+    fraction of the top file's score (0: off; it needs an optional package)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,18 @@ def _spread(scores: dict[str, dict[str, float]], paths: Sequence[str], reason: s
     for path in sources:
         current = scores[path].get(reason, 0.0)
         scores[path][reason] = max(current, amount / len(sources))
+
+
+def _demotion(path: str, w: RankWeights) -> float:
+    """The factor on a file's evidence for where it lies: fixes seldom land in tests, vendored code,
+    docs or packaging metadata, and an `__init__.py` re-exports (so matches) every name of its package."""
+    if is_test_path(path):
+        return w.test_factor
+    if is_peripheral_path(path):
+        return w.peripheral_factor
+    if path.endswith("/__init__.py"):
+        return w.init_factor
+    return 1.0
 
 
 def rank_files(
@@ -81,6 +99,13 @@ def rank_files(
         for path, value in zip(paths, raw, strict=True):
             if value > 0:
                 reasons[path]["bm25"] = w.bm25 * value / best
+    title = issue_title(issue)
+    raw_title = bm25_scores(title, [docs[p] for p in paths]) if title and w.title > 0 else []
+    best_title = max(raw_title, default=0.0)
+    if best_title > 0:
+        for path, value in zip(paths, raw_title, strict=True):
+            if value > 0:
+                reasons[path]["title"] = w.title * value / best_title
     issue_terms = set(terms(issue))
     for path in paths:
         *dirs, name = path.split("/")
@@ -117,13 +142,7 @@ def rank_files(
             _spread(reasons, declaring, "option", w.option)
     ranked = []
     for path, parts in reasons.items():
-        score = sum(parts.values())
-        if is_test_path(path):
-            score *= w.test_factor
-        elif is_peripheral_path(path):
-            score *= w.peripheral_factor
-        elif path.endswith("/__init__.py"):
-            score *= w.init_factor  # re-exports match every name of the package
+        score = sum(parts.values()) * _demotion(path, w)
         if score > 0:
             ranked.append(RankedFile(path, score, dict(parts)))
     ranked.sort(key=lambda r: (-r.score, r.path))
@@ -163,6 +182,44 @@ def rerank_by_elements(
         boosted.append(RankedFile(r.path, r.score + bonus, reasons))
     boosted.sort(key=lambda r: (-r.score, r.path))
     return boosted + list(ranked[w.element_files :])
+
+
+def add_dense(
+    ranked: Sequence[RankedFile],
+    similarity: Mapping[str, float],
+    *,
+    weights: RankWeights | None = None,
+    top: int = 50,
+) -> list[RankedFile]:
+    """`ranked` with a bonus for files similar to the issue (`dense.dense_scores`), re-sorted.
+
+    Cosine similarities of a static model are high for every file (about 0.3 to 0.8), so what counts is
+    how far a file stands above the typical one: (similarity - median) / (max - median), negative
+    values cut to 0. Like the element bonus it is relative to the top file's score, so a traceback's
+    certainty is not overturned and a words-only ranking can be; a file the first stage did not rank
+    at all can enter. The bonus is demoted for tests, vendored code and `__init__.py` as the file's other
+    evidence is. Pass the whole first-stage ranking (`rank_files(..., top=len(index.stats))`), so that a
+    file's own score is kept however low it ranked before the bonus.
+    """
+    w = weights or RankWeights()
+    if w.dense <= 0 or not similarity:
+        return list(ranked)[:top]
+    values = sorted(similarity.values())
+    median, best = values[len(values) // 2], values[-1]
+    scale = w.dense * (ranked[0].score if ranked else 1.0)
+    by_path = {r.path: r for r in ranked}
+    out = []
+    for path in by_path.keys() | similarity.keys():
+        first = by_path.get(path, RankedFile(path, 0.0, {}))
+        relative = (
+            max(0.0, (similarity.get(path, median) - median) / (best - median)) if best > median else 0.0
+        )
+        bonus = scale * relative * _demotion(path, w)
+        if first.score + bonus > 0:
+            reasons = {**first.reasons, "dense": round(bonus, 4)} if bonus > 0 else dict(first.reasons)
+            out.append(RankedFile(path, first.score + bonus, reasons))
+    out.sort(key=lambda r: (-r.score, r.path))
+    return out[:top]
 
 
 def compact_tree(paths: Sequence[str], *, max_chars: int = 20_000, include_tests: bool = False) -> str:

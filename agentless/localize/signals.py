@@ -52,6 +52,15 @@ def _looks_like_code(word: str) -> bool:
     return "_" in word.strip("_") or (any(c.isupper() for c in word[1:]) and any(c.islower() for c in word))
 
 
+def issue_title(text: str) -> str:
+    """The issue's first non-blank line: its title where the text is "title, blank line, body", as in
+    SWE-bench's problem statements and GitHub issues."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
 def extract_signals(text: str) -> IssueSignals:
     """Read paths, modules, frames and code-like names out of an issue's text."""
     signals = IssueSignals()

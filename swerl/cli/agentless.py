@@ -80,6 +80,13 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         help="first files of the model-free ranking re-ranked by their best function or class (0: none)",
     )
     parser.add_argument(
+        "--dense",
+        type=nonnegative_float,
+        default=0.0,
+        help="weight of a static embedding model's similarity (paths and defined names) added to the "
+        "model-free ranking (0: off; needs pip install 'swerl[dense]'; figures in docs/benchmarks.md)",
+    )
+    parser.add_argument(
         "--context-files", type=positive_int, default=3, help="files shown to the repair prompt"
     )
     parser.add_argument("--num-elements", type=positive_int, default=8, help="functions/classes kept")
@@ -426,6 +433,7 @@ def _config(args: argparse.Namespace, **extra: Any) -> Any:
     return RunConfig(
         top_files=args.top_files,
         element_files=args.element_files,
+        dense=args.dense,
         context_files=args.context_files,
         num_elements=args.num_elements,
         model_localization=not args.no_model_localization and bool(args.model),
