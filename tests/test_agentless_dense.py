@@ -4,6 +4,7 @@ to the model-free ranking (`--dense`)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -135,11 +136,22 @@ def test_run_with_dense_records_the_option_and_the_bonus(
     assert pipeline.stage_options(RunConfig())["localize_files"]["dense"] is None  # as before the option
 
 
-def test_missing_package_is_a_user_error_naming_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_package_is_a_user_error_naming_the_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     load_wordllama.cache_clear()
     monkeypatch.setattr(dense.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(UserError, match=r"pip install 'swerl\[dense\]'"):
         load_wordllama()
+    # The command stops before any stage: no failed row per instance in the run folder.
+    from swerl.cli.main import main
+
+    out, dataset = tmp_path / "run", tmp_path / "instances.jsonl"
+    row = {"instance_id": "o__r-1", "repo": "o/r", "base_commit": "0" * 40, "problem_statement": "p"}
+    dataset.write_text(json.dumps(row) + "\n")
+    argv = ["agentless", "localize", "--dataset", str(dataset), "--dense", "0.2", "--out", str(out)]
+    assert main(argv) == 1
+    assert "needs the wordllama package" in capsys.readouterr().err and not out.exists()
     load_wordllama.cache_clear()
 
 

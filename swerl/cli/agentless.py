@@ -430,6 +430,10 @@ def _local_backend(args: argparse.Namespace) -> Any:
 def _config(args: argparse.Namespace, **extra: Any) -> Any:
     from agentless.pipeline import RunConfig
 
+    if args.dense:
+        from agentless.localize.dense import load_wordllama
+
+        load_wordllama()  # a missing package is one line now, not a failed row per instance
     return RunConfig(
         top_files=args.top_files,
         element_files=args.element_files,

@@ -161,7 +161,7 @@ def train_and_eval_examples(
     if not examples and skipped:
         raise UserError(
             f"train_file {config.train_file}: every row ({skipped}) is longer than {limit} "
-            f"({max_length} tokens); raise {limit} or shorten the prompts"
+            f"({max_length} tokens); raise {limit}, or mine them again with a smaller --max-prompt-tokens"
         )
     if skipped and int(os.environ.get("RANK", "0")) == 0:
         print(
