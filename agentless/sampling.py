@@ -60,13 +60,14 @@ class EngineSampler:
         self, prompts: Sequence[Messages], *, n: int, temperature: float, max_new_tokens: int, seed: int
     ) -> list[list[Sample]]:
         ids = [prompt_ids(self.tokenizer, m) for m in prompts]
-        limits = [(self.max_prompt_tokens, "")]
-        if self.context is not None:
-            limits.append((self.context - 1, f", the model's context of {self.context} positions less one"))
-        for limit, what in limits:
-            for i, p in enumerate(ids):
-                if limit is not None and len(p) > limit:
-                    raise PromptTooLong(f"prompt {i} has {len(p)} tokens > {limit}{what}")
+        for i, p in enumerate(ids):
+            if self.max_prompt_tokens is not None and len(p) > self.max_prompt_tokens:
+                raise PromptTooLong(f"prompt {i} has {len(p)} tokens > {self.max_prompt_tokens}")
+            if self.context is not None and len(p) >= self.context:
+                raise PromptTooLong(
+                    f"prompt {i} has {len(p)} tokens > {self.context - 1}, the model's context of "
+                    f"{self.context} positions less one"
+                )
         if self.context is not None:
             max_new_tokens = min(max_new_tokens, self.context - max(len(p) for p in ids))
         params = SamplingParams(n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from data_pipeline.shards import read_table, write_arrow
-from data_pipeline.stats import data_shards, read_manifest
+from data_pipeline.stats import finished_shards
 from swerl.errors import UserError
 
 METHODS = ("time", "repo", "random")
@@ -71,10 +71,7 @@ def _instant(text: str | None) -> float:
 
 def finished_rows(out: Path) -> pa.Table:
     """Every row of a finished mining output (the data shards its manifest records, in order)."""
-    manifest = read_manifest(out)
-    if not manifest["stages"].get("render", {}).get("done"):
-        raise UserError(f"{out}: the run is not finished; resume it (the same swerl data mine command) first")
-    shards = data_shards(out, manifest)
+    shards = finished_shards(out)
     if not shards:
         raise UserError(f"{out}: the run kept no row")
     return pa.concat_tables(read_table(shard) for shard in shards)

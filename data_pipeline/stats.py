@@ -77,6 +77,17 @@ def data_shards(out: Path, manifest: dict[str, Any]) -> list[Path]:
     return [out / "data" / name for name, info in sorted(rendered.items()) if info["rows"]]
 
 
+def finished_shards(out: Path) -> list[Path]:
+    """`data_shards` of a mining output whose run has finished: while it has not, its data/ may hold
+    shards the resumed run writes again and its counts are partial, so no reader should take its rows."""
+    manifest = read_manifest(out)
+    if not manifest["stages"].get("render", {}).get("done"):
+        raise UserError(
+            f"{out}: the mining run is not finished; resume it (the same swerl data mine command) first"
+        )
+    return data_shards(out, manifest)
+
+
 def funnel(out: Path) -> Funnel:
     """Counts per stage and drop reason, from the manifest and the drop shards."""
     stages = read_manifest(out)["stages"]

@@ -30,15 +30,9 @@ def row_files(path: Path) -> list[Path]:
     data/ may hold shards the run will write again, which no count of the run includes), a folder's
     .parquet files sorted, a file itself, nothing if absent."""
     if is_mining_output(path):
-        from data_pipeline.stats import data_shards, read_manifest
-        from swerl.errors import UserError
+        from data_pipeline.stats import finished_shards
 
-        manifest = read_manifest(path)
-        if not manifest.get("stages", {}).get("render", {}).get("done"):
-            raise UserError(
-                f"{path}: the mining run is not finished; resume it (the same swerl data mine command) first"
-            )
-        return data_shards(path, manifest)
+        return finished_shards(path)
     if path.is_dir():
         return sorted(path.glob("*.parquet"))
     return [path] if path.is_file() else []

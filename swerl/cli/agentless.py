@@ -369,6 +369,7 @@ def _sampler(args: argparse.Namespace) -> Any:
         problem = name and model_problem(name, tokenizer=tokenizer)
         if problem:
             raise UserError(f"{option}: {problem}")
+    context = None  # a served model's context is the server's business
     if args.openai_base_url:
         from transformers import AutoTokenizer
 
@@ -386,18 +387,16 @@ def _sampler(args: argparse.Namespace) -> Any:
 
             tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
         engine = HFEngine(model, tokenizer)
-        context = getattr(model.config, "max_position_embeddings", None)
-        if isinstance(context, int):
-            longest = max(getattr(args, "max_new_tokens", 0), getattr(args, "localize_max_new_tokens", 0))
-            if longest >= context:
-                print(
-                    f"swerl: warning: answers of up to {longest} new tokens do not fit "
-                    f"{args.model}'s context of {context} positions: each stops where prompt and answer "
-                    f"fill it",
-                    file=sys.stderr,
-                )
-            return EngineSampler(engine, tokenizer, max_prompt_tokens=args.max_prompt_tokens, context=context)
-    return EngineSampler(engine, tokenizer, max_prompt_tokens=args.max_prompt_tokens)
+        positions = getattr(model.config, "max_position_embeddings", None)
+        context = positions if isinstance(positions, int) else None
+    longest = max(getattr(args, "max_new_tokens", 0), getattr(args, "localize_max_new_tokens", 0))
+    if context is not None and longest >= context:
+        print(
+            f"swerl: warning: answers of up to {longest} new tokens do not fit {args.model}'s context of "
+            f"{context} positions: each stops where prompt and answer fill it",
+            file=sys.stderr,
+        )
+    return EngineSampler(engine, tokenizer, max_prompt_tokens=args.max_prompt_tokens, context=context)
 
 
 def _backend(args: argparse.Namespace) -> Any:
@@ -537,11 +536,6 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
     from agentless.repos import RepoCache
     from agentless.stages import StageFile
 
-    repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
-    files = StageFile(stage_path(args.out, "localize_files")).by_id()
-    elements = StageFile(stage_path(args.out, "localize_elements")).by_id()
-    results = []
-    errors = [i for i, row in {**files, **elements}.items() if "stage_error" in row]
     if not any(inst.patch for inst in instances):
         # Rows of another kind (the data pipeline's) have no gold patch: a report of zeros would read
         # as a localizer that found nothing.
@@ -549,6 +543,11 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
             f"no gold patch among the {len(instances)} instances: nothing to score the localization against"
         )
         return 0
+    repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
+    files = StageFile(stage_path(args.out, "localize_files")).by_id()
+    elements = StageFile(stage_path(args.out, "localize_elements")).by_id()
+    results = []
+    errors = [i for i, row in {**files, **elements}.items() if "stage_error" in row]
     for inst in instances:
         if not inst.patch or inst.instance_id not in files:
             continue

@@ -255,25 +255,25 @@ def load_run(config: Any) -> tuple[Path | None, Any, Any]:
     from swerl.trainers.common import load_policy, with_adapters
 
     ckpt = resolve_resume(config)
-    if config.use_peft:
-        model, tokenizer = load_policy(config.model_name_or_path, config)
-        warn_past_context(model, config)
-        return ckpt, with_adapters(model, config, ckpt), tokenizer
-    model, tokenizer = load_policy(
-        str(checkpoint_model_dir(ckpt)) if ckpt else config.model_name_or_path, config
-    )
+    model, tokenizer = load_policy(_run_source(config, ckpt), config)
     warn_past_context(model, config)
+    if config.use_peft:
+        return ckpt, with_adapters(model, config, ckpt), tokenizer
     return ckpt, model, tokenizer
 
 
+def _run_source(config: Any, ckpt: Path | None) -> str:
+    """Where `load_run` loads from: the checkpoint's HF copy when resuming a full run; the start model for
+    a new run and for a LoRA run (whose checkpoint holds only adapters)."""
+    return str(checkpoint_model_dir(ckpt)) if ckpt and not config.use_peft else config.model_name_or_path
+
+
 def load_run_tokenizer(config: Any) -> Any:
-    """The tokenizer `load_run` gives, loaded alone (from the checkpoint when resuming a full run), so
-    the rows are read and measured before the weights load."""
+    """The tokenizer `load_run` gives, loaded alone, so the rows are read and measured before the
+    weights load."""
     from swerl.models.tiny import load_tokenizer
 
-    ckpt = resolve_resume(config)
-    source = config.model_name_or_path if config.use_peft or ckpt is None else checkpoint_model_dir(ckpt)
-    return load_tokenizer(source, config.trust_remote_code)
+    return load_tokenizer(_run_source(config, resolve_resume(config)), config.trust_remote_code)
 
 
 def longest_sequence(config: Any) -> tuple[int, str]:

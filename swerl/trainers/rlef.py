@@ -484,6 +484,7 @@ def sft_warmup(
     and its real feedback (`feedback_fix_dialogs`), so a feedback turn is not a context the policy has
     never seen. Uses its own short-lived Learner (own learning rate, no checkpoints); the warmed-up model
     is saved to `start_model_path(config)`, where RLEF's reference is loaded from, now and on resume.
+    At least one task needs a Python solution: `run` checks that before the model loads.
     """
     from functools import partial
 
@@ -508,10 +509,6 @@ def sft_warmup(
             rng=random.Random(config.seed),
         )
         pairs += [(c, t) for c, t in fixes if len(c) + len(t) <= config.max_seq_length]
-    if not pairs:
-        from swerl.errors import UserError
-
-        raise UserError("SFT warm-up: no problem has a Python reference solution to warm up on")
     dist = init_distributed()
     sft_config = dataclasses.replace(config, learning_rate=config.sft_learning_rate, warmup_steps=0)
     learner = Learner(model, sft_config, config.sft_warmup_steps, dist)

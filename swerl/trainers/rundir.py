@@ -92,24 +92,13 @@ def prepare_run_dir(config: Any, *, overwrite: bool = False, rank: int | None = 
         if overwrite:
             raise UserError("--overwrite and --resume contradict each other: choose one")
         _check_resume(config, run_dir)
-        hold_folder(run_dir, "training run")
+    elif not existing:
+        _warn_of_other_files(run_dir)
+    # Held from here until the process ends: a run writing this folder now stops this one before any of
+    # its files is removed below.
+    hold_folder(run_dir, "training run")
+    if config.resume_from_checkpoint or not existing:
         return
-    if not existing:
-        others = (
-            sorted(p.name for p in run_dir.iterdir() if not p.name.startswith("."))
-            if run_dir.is_dir()
-            else []
-        )
-        if others:
-            # Not a refusal (a folder made ready for the run is fine), but a mining output or another
-            # tool's folder given by mistake would end up with the run's files mixed into its own.
-            shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
-            print(
-                f"swerl: warning: output_dir {run_dir} already holds other files ({shown})", file=sys.stderr
-            )
-        hold_folder(run_dir, "training run")
-        return
-    hold_folder(run_dir, "training run")  # before anything is removed: the run may be writing it now
     if not overwrite and not took_a_step(run_dir, existing):
         # A start that failed before its first step (a missing package, a wrong option) left only its
         # bookkeeping: the corrected command replaces it rather than asking for --overwrite.
@@ -122,6 +111,17 @@ def prepare_run_dir(config: Any, *, overwrite: bool = False, rank: int | None = 
             f"again with --overwrite, or set another output_dir"
         )
     remove_outputs(run_dir, existing)
+
+
+def _warn_of_other_files(run_dir: Path) -> None:
+    """Not a refusal (a folder made ready for the run is fine), but a mining output or another tool's
+    folder given by mistake would end up with the run's files mixed into its own."""
+    others = (
+        sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")) if run_dir.is_dir() else []
+    )
+    if others:
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        print(f"swerl: warning: output_dir {run_dir} already holds other files ({shown})", file=sys.stderr)
 
 
 def remove_outputs(folder: Path, names: Iterable[str]) -> None:
