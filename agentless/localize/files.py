@@ -10,7 +10,7 @@ reciprocal rank, so either source can pull a file up without the other's consent
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -79,6 +79,23 @@ def _demotion(path: str, w: RankWeights) -> float:
     return 1.0
 
 
+def _add_bm25(
+    reasons: dict[str, dict[str, float]],
+    paths: Sequence[str],
+    docs: Sequence[tuple[Counter[str], int]],
+    query: str,
+    reason: str,
+    weight: float,
+) -> None:
+    """BM25 of `query` over the files' documents as `reason`, normalized so the best file gets `weight`."""
+    raw = bm25_scores(query, docs)
+    best = max(raw, default=0.0)
+    if best > 0:
+        for path, value in zip(paths, raw, strict=True):
+            if value > 0:
+                reasons[path][reason] = weight * value / best
+
+
 def rank_files(
     index: RepoIndex,
     issue: str,
@@ -93,19 +110,11 @@ def rank_files(
     reasons: dict[str, dict[str, float]] = defaultdict(dict)
     docs = index.docs()
     paths = list(docs)
-    raw = bm25_scores(issue, [docs[p] for p in paths])
-    best = max(raw, default=0.0)
-    if best > 0:
-        for path, value in zip(paths, raw, strict=True):
-            if value > 0:
-                reasons[path]["bm25"] = w.bm25 * value / best
+    documents = [docs[p] for p in paths]
+    _add_bm25(reasons, paths, documents, issue, "bm25", w.bm25)
     title = issue_title(issue)
-    raw_title = bm25_scores(title, [docs[p] for p in paths]) if title and w.title > 0 else []
-    best_title = max(raw_title, default=0.0)
-    if best_title > 0:
-        for path, value in zip(paths, raw_title, strict=True):
-            if value > 0:
-                reasons[path]["title"] = w.title * value / best_title
+    if title and w.title > 0:
+        _add_bm25(reasons, paths, documents, title, "title", w.title)
     issue_terms = set(terms(issue))
     for path in paths:
         *dirs, name = path.split("/")
