@@ -12,6 +12,7 @@ files are the same blob from one PR to the next.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -719,9 +720,20 @@ def _split(path: str) -> tuple[str, str]:
     return str(pure.parent), pure.suffix
 
 
-@lru_cache(maxsize=512)
+# `_imports` memo: (path, digest of the text) -> modules, the most recent first out last. Keyed by a
+# digest, not by the text: a memo keyed by whole files held hundreds of MiB of them on numpy/numpy.
+_IMPORTS: OrderedDict[tuple[str, bytes], frozenset[str]] = OrderedDict()
+_IMPORTS_MAX = 4096
+
+
 def _imports(path: str, text: str) -> frozenset[str]:
-    """Modules a Python file imports; memoised because a modified file is often shown to several PRs
-    (the most recent few: each entry holds a whole file's text, and the pool indexes keep the imports
-    of every file they hold)."""
-    return frozenset(imported_modules(path, text))
+    """Modules a Python file imports; memoised because a modified file is often shown to several PRs."""
+    key = (path, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    found = _IMPORTS.get(key)
+    if found is None:
+        found = _IMPORTS[key] = frozenset(imported_modules(path, text))
+        if len(_IMPORTS) > _IMPORTS_MAX:
+            _IMPORTS.popitem(last=False)
+    else:
+        _IMPORTS.move_to_end(key)
+    return found

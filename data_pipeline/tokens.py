@@ -86,9 +86,10 @@ def estimate_uncached(text: str) -> int:
     return _estimate(text)
 
 
-@lru_cache(maxsize=8192)
 def estimate_tokens(text: str) -> int:
-    """About what a BPE code tokenizer gives; cached because the same file is counted for many PRs."""
+    """About what a BPE code tokenizer gives. Not memoised: counting is faster than hashing the text
+    (~25 us for 64 KiB with the extension), and a memo keyed by whole files held hundreds of MiB of
+    them late in a long history."""
     return _estimate(text)
 
 

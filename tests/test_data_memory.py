@@ -165,3 +165,29 @@ def test_gharchive_memory_is_flat(tmp_path):
     assert (n_short, n_long) == (300, 1200)
     assert long < 1.5 * short, (short, long)
     assert run(8, 10**9)[0] > 2 * run(2, 10**9)[0]
+
+
+def test_counting_and_import_scans_keep_no_file_text():
+    """Token counts and import scans are memoised per file version, but a memo keyed by the text itself
+    held every large file a long history met (hundreds of MiB late in numpy/numpy's). After counting
+    and scanning many large files, none of their text may stay alive."""
+    from data_pipeline.context import _imports
+    from data_pipeline.tokens import estimate_tokens
+
+    def held(use: Callable[[str, str], object]) -> int:
+        """Bytes still traced after `use(path, text)` on 40 distinct files of ~100 KB."""
+        tracemalloc.start()
+        try:
+            for i in range(40):
+                use(
+                    f"pkg/m{i}.py",
+                    f"import os\nfrom pkg import mod_{i}\n" + f"value_{i} = compute()\n" * 4000,
+                )
+            return tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+
+    assert held(lambda path, text: estimate_tokens(text)) < 1 << 20
+    assert held(_imports) < 1 << 20
+    kept: list[str] = []
+    assert held(lambda path, text: kept.append(text)) > 3 << 20  # control: a kept text is seen
