@@ -244,6 +244,7 @@ class ObjectReader(GitPipe):
         self._matches: OrderedDict[tuple[str, str, Hashable], list[tuple[str, str]]] = OrderedDict()
         self._judged: dict[tuple[str, Hashable], dict[tuple[str, str, str], tuple[str, str] | None]] = {}
         self._matched = 0
+        self._verdicts = 0  # entries of `_judged`, over all its keys
         super().__init__(git_dir, "cat-file", "--batch")
 
     def _request(self, refs: list[str]) -> list[tuple[str, bytes] | None]:
@@ -453,9 +454,12 @@ class ObjectReader(GitPipe):
         subtrees = []
         # Each entry's verdict, by entry: a tree read again at this path shares most entries with the
         # last one (`_parse_tree`), so most are looked up, not joined into a path and judged again.
+        # Bounded over all directories and kinds together (a long history meets ever more of both):
+        # past `listing_cache_entries` verdicts, all are dropped and judged again as met.
+        if self._verdicts > self.listing_cache_entries:
+            self._judged.clear()
+            self._verdicts = 0
         seen = self._judged.setdefault((prefix, key), {})
-        if len(seen) > self.tree_cache_size:
-            seen.clear()
         for entry in self._tree(tree, prefix):
             mode, name, sha = entry
             if mode == "040000":
@@ -465,6 +469,7 @@ class ObjectReader(GitPipe):
             if verdict is False:
                 path = prefix + name
                 verdict = seen[entry] = (path, sha) if mode in REGULAR_MODES and keep(path) else None
+                self._verdicts += 1
             if verdict is not None:
                 found.append(verdict)
         for sha, path in subtrees:

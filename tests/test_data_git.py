@@ -212,6 +212,9 @@ def test_matching_files_are_gits_files_of_the_kind_for_every_commit(tmp_path):
                 for folder in {path.rpartition("/")[0] for path, _ in found}:
                     own = [path for path, _ in found if path.rpartition("/")[0] == folder]
                     assert own == sorted(own)
+            # The memo of each tree entry's verdict is bounded over every directory and kind together
+            # (by the listing's limit plus the one tree being judged), however long the history.
+            assert sum(map(len, reader._judged.values())) <= 64 + 40
 
 
 def _tree_states() -> list[dict[str, tuple[str, bytes]]]:
