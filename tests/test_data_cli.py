@@ -107,3 +107,32 @@ def test_a_stopped_runs_funnel_accounts_for_every_candidate():
     assert lines[-1].startswith("rows") and lines[-1].endswith("(run not finished)")
     finished = Funnel(candidates=8, rows=5, drops={"extract": Counter(deletes_file=3)}, complete=True)
     assert "not yet" not in finished.text()
+
+
+def test_max_candidate_files_caps_the_pool_a_context_is_chosen_from(tmp_path):
+    """`--max-candidate-files N`: a PR's unmodified context files come from the first N files of each
+    suffix in tree order, so with N=1 a row shows at most one file besides those it modifies."""
+    import pyarrow.parquet as pq
+
+    builder = HistoryBuilder(seed=3, files=20)
+    for _ in range(10):
+        random_fix(builder)
+    builder.write(tmp_path / "repo")
+
+    def extras(out_name: str, *options: str) -> list[int]:
+        out = tmp_path / out_name
+        mined = run(
+            "mine", "--local", str(tmp_path / "repo"), "--repo-name", "acme/tool",
+            "--clones", str(tmp_path / "cache"), "--out", str(out), "--quiet", *options,
+        )  # fmt: skip
+        assert mined.returncode == 0, mined.stderr
+        rows = [
+            row
+            for shard in sorted((out / "data").glob("*.parquet"))
+            for row in pq.read_table(shard).to_pylist()
+        ]
+        assert rows
+        return [len(row["code_context"]) - len(row["modified_files"]) for row in rows]
+
+    assert max(extras("default")) > 1
+    assert max(extras("capped", "--max-candidate-files", "1")) <= 1

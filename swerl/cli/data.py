@@ -138,6 +138,13 @@ def register(groups: argparse._SubParsersAction) -> None:
         "--max-extra-files", type=nonnegative_int, default=8, help="max unmodified context files (default 8)"
     )
     mine.add_argument(
+        "--max-candidate-files",
+        type=positive_int,
+        default=5_000,
+        help="unmodified files per suffix a PR's context is chosen from, the first in tree order "
+        "(default 5000); lower mines a repository of many thousands of files faster, from fewer files",
+    )
+    mine.add_argument(
         "--tokenizer",
         type=existing_dir,
         default=None,
@@ -266,6 +273,7 @@ def _config(args: argparse.Namespace):
         context=ContextConfig(
             max_prompt_tokens=args.max_prompt_tokens,
             max_extra_files=args.max_extra_files,
+            max_candidate_files=args.max_candidate_files,
             prompt_style=args.prompt_style,
             rank_model=args.rank_model,
             rank_base_url=args.rank_base_url,
