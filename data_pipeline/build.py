@@ -96,8 +96,23 @@ _PIPES_MAX = 8
 # Extracted rows of the shards this process prepared and has not rendered yet, by build shard path.
 # The driver keeps at most a few blocks of shards per worker between prepare and render
 # (`runner.WINDOW_PER_WORKER`), so this rarely evicts; an evicted shard is extracted again by its render.
-_PREPARED: OrderedDict[str, list[tuple[Candidate, Extracted]]] = OrderedDict()
+# Bounded by shards and by the characters of file text held (numpy/numpy: up to ~100 MiB in 11 shards;
+# a repository of large files could hold far more in as many shards), the newest shard always kept.
+_PREPARED: OrderedDict[str, tuple[int, list[tuple[Candidate, Extracted]]]] = OrderedDict()
 _PREPARED_MAX = 32
+_PREPARED_CHARS = 64 << 20
+
+
+def _text_size(rows: list[tuple[Candidate, Extracted]]) -> int:
+    return sum(len(text) for _, r in rows for side in (r.base, r.new) for text in side.values())
+
+
+def _keep_prepared(key: str, rows: list[tuple[Candidate, Extracted]]) -> None:
+    _PREPARED[key] = (_text_size(rows), rows)
+    held = sum(size for size, _ in _PREPARED.values())
+    while len(_PREPARED) > 1 and (len(_PREPARED) > _PREPARED_MAX or held > _PREPARED_CHARS):
+        _, (size, _) = _PREPARED.popitem(last=False)
+        held -= size
 
 
 def _pipe(kind: type[_Pipe], git_dir: str) -> _Pipe:
@@ -191,9 +206,7 @@ def prepare_shard(task: BuildTask) -> Prepared:
     started = time.process_time()
     rows, drops = _extract_shard(task.candidates, task.git_dirs, task.config, task.identities)
     if task.keep:
-        _PREPARED[str(task.rows)] = rows
-        while len(_PREPARED) > _PREPARED_MAX:
-            _PREPARED.popitem(last=False)
+        _keep_prepared(str(task.rows), rows)
     records = [
         {"instance_id": c.instance_id, "repo": c.repo, "oracle_patch": r.oracle_patch} for c, r in rows
     ]
@@ -213,7 +226,7 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
     started = time.process_time()
     config = task.config
     count = token_counter(config.tokenizer)
-    prepared = _PREPARED.pop(str(task.prepared), None)
+    prepared = _PREPARED.pop(str(task.prepared), (0, None))[1]
     if prepared is None:
         prepared, _ = _extract_shard(task.candidates, task.git_dirs, config, task.identities)
     kept = [(c, r) for c, r in prepared if c.instance_id not in task.dropped]

@@ -321,6 +321,35 @@ def test_prepare_keeps_its_rows_for_the_render_only_when_asked(mined, tmp_path):
         build._PREPARED.pop(str(task.rows), None)
 
 
+def test_prepared_rows_held_for_the_render_are_bounded_by_their_text(mined, tmp_path, monkeypatch):
+    """Past the budget of file text, the oldest prepared shards are let go (their render extracts them
+    again); the newest is always kept, however large."""
+    from data_pipeline import build
+
+    source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
+    git_dirs = {"acme/widgets": str(source.git_dir("acme/widgets"))}
+    held = {}
+    for budget in (1 << 30, 1):
+        monkeypatch.setattr(build, "_PREPARED_CHARS", budget)
+        build._PREPARED.clear()
+        for index in range(3):
+            task = build.BuildTask(
+                candidates=mined["out"] / "collect" / f"shard-{index:05d}.parquet",
+                rows=tmp_path / f"{budget}" / f"shard-{index:05d}.parquet",
+                drops=tmp_path / f"{budget}" / f"drops-{index:05d}.parquet",
+                git_dirs=git_dirs,
+                config=CONFIG,
+                keep=True,
+            )
+            build.prepare_shard(task)
+        held[budget] = [(name.rsplit("/", 1)[1], size) for name, (size, _) in build._PREPARED.items()]
+    build._PREPARED.clear()
+    assert [name for name, _ in held[1 << 30]] == [f"shard-{i:05d}.parquet" for i in range(3)]
+    assert held[1 << 30][0][1] > 0  # the first shard holds text: a budget of 1 must let it go
+    assert held[1][-1][0] == "shard-00002.parquet"  # the newest stays, whatever its size
+    assert sum(size for _, size in held[1][:-1]) <= 1
+
+
 @pytest.mark.parametrize(
     ("head", "generated"),
     [
