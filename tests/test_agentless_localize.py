@@ -210,6 +210,39 @@ def test_the_title_is_scored_on_its_own(tmp_path: Path) -> None:
     assert "title" not in ranked[1].reasons  # the title's words are not in the orders module
 
 
+PATH_TITLE_FILES = {
+    "shop/refunds/__init__.py": "",
+    "shop/refunds/partial_amounts.py": (
+        "def share_of(order, fraction):\n    return int(order.total * fraction)\n"
+    ),
+    "shop/notifications.py": (
+        'def notify(customer, payment):\n    """Tell the customer about a payment of an order."""\n'
+        '    customer.send(f"Your payment of {payment.amount} for the order")\n'
+    ),
+    "shop/ledger.py": "def book(entry, amount):\n    return entry.total + amount\n",
+}
+PATH_TITLE_ISSUE = """\
+Partial refunds are rounded down
+
+A customer paid an order of 19.99 and got back half of it, with fraction 0.5: the payment notification
+said 9. The amount should keep the cents.
+"""
+
+
+def test_the_title_is_scored_against_paths(tmp_path: Path) -> None:
+    """The title names the feature ("partial refunds") that the layout names its module after, while no
+    file's text holds those words and the body's words fit another module better: the title scored over
+    the paths' terms puts the feature's module first."""
+    repos, sha = _repo(tmp_path, PATH_TITLE_FILES)
+    index = IndexCache(repos).get("shop/shop", sha)
+    contents_only = rank_files(index, PATH_TITLE_ISSUE, weights=RankWeights(title_path=0.0))
+    assert contents_only[0].path == "shop/notifications.py"
+    ranked = rank_files(index, PATH_TITLE_ISSUE)
+    assert ranked[0].path == "shop/refunds/partial_amounts.py"
+    assert ranked[0].reasons["title_path"] == RankWeights().title_path  # the best path match gets the weight
+    assert "title_path" not in {r.path: r for r in ranked}["shop/notifications.py"].reasons
+
+
 def test_second_stage_ranks_files_by_their_best_function(tmp_path: Path) -> None:
     """Whole-file BM25 prefers a module that uses every word of the issue once in a different function;
     the fix belongs in the one function that is about all of them. Scoring the functions of the top

@@ -2,7 +2,8 @@
 
 The model-free ranking is BM25 over file contents plus boosts for what the issue names outright (paths,
 stack frames, modules, defined names, command-line options) and a demotion of test files (fixes land in
-source files), with the issue's title scored on its own as well. It
+source files), with the issue's title scored on its own as well, over the files' contents and over their
+paths. It
 needs no model, so localization stays useful with a weak or untrained policy. The model sees only a
 compact tree and the issue, which is cheap, and its picks are fused with the model-free list by
 reciprocal rank, so either source can pull a file up without the other's consent.
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from agentless.localize.elements import element_bm25
 from agentless.localize.index import RepoIndex, is_peripheral_path, is_source, is_test_path
 from agentless.localize.signals import IssueSignals, extract_signals, issue_title
-from data_pipeline.bm25 import bm25_scores, terms
+from data_pipeline.bm25 import bm25_scores, doc_stats, terms
 from data_pipeline.model_rank import paths_in_answer
 
 
@@ -29,6 +30,10 @@ class RankWeights:
     title: float = 1.0
     """BM25 of the issue's first line alone (its title), normalized like the whole text's: the title says
     what is wrong in a few words, which a long body of logs and examples dilutes."""
+    title_path: float = 0.5
+    """BM25 of the title over the files' paths (directory and file names split into terms, without the
+    extension), normalized the same way: a title names the broken feature in a few words, and projects
+    name their packages and modules after features. Chosen on a tuning set (docs/benchmarks.md)."""
     file_stem: float = 0.6
     directory: float = 0.1
     path_mention: float = 3.0
@@ -115,6 +120,9 @@ def rank_files(
     title = issue_title(issue)
     if title and w.title > 0:
         _add_bm25(reasons, paths, documents, title, "title", w.title)
+    if title and w.title_path > 0:
+        path_docs = [doc_stats(path.rsplit(".", 1)[0].replace("/", " ")) for path in paths]
+        _add_bm25(reasons, paths, path_docs, title, "title_path", w.title_path)
     issue_terms = set(terms(issue))
     for path in paths:
         *dirs, name = path.split("/")
