@@ -231,9 +231,13 @@ class Decontaminator:
         alias = "" if canonical == repo else f" ({repo} is {canonical})"
         if instance_id in self.ids or make_instance_id(canonical, pull_number) in self.ids:
             return f"benchmark instance {make_instance_id(canonical, pull_number)}{alias}"
-        if repo.lower() in self.extra_repos or canonical.lower() in self.extra_repos:
-            return f"benchmark repository {canonical}{alias}"
-        if self.mode == "repository" and canonical.lower() in self.repos:
+        # Whole repositories only in `repository` mode, for the shipped table and added lists alike:
+        # `instances` mode drops the instances' own PRs, whatever list named them.
+        if self.mode == "repository" and (
+            canonical.lower() in self.repos
+            or repo.lower() in self.extra_repos
+            or canonical.lower() in self.extra_repos
+        ):
             return f"benchmark repository {canonical}{alias}"
         return None
 

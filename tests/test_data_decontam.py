@@ -195,6 +195,17 @@ def test_earlier_names_of_benchmark_repositories_are_theirs(repo, number, why):
     assert Decontaminator.build(False, [], []).reason("x", repo, number) is None
 
 
+def test_instances_mode_drops_only_the_listed_instances_of_an_added_list():
+    """`--decontaminate-with ids --decontaminate-mode instances`: the listed instance's PR goes, the rest
+    of its repository stays; in `repository` mode the whole repository goes."""
+    ids, repos = ["acme__tool-48"], ["acme/tool"]
+    by_instances = Decontaminator.build(True, ids, repos, mode="instances")
+    assert by_instances.reason("acme__tool-48", "acme/tool", 48) == "benchmark instance acme__tool-48"
+    assert by_instances.reason("acme__tool-49", "acme/tool", 49) is None
+    by_repository = Decontaminator.build(True, ids, repos)
+    assert by_repository.reason("acme__tool-49", "acme/tool", 49) == "benchmark repository acme/tool"
+
+
 def test_clones_sharing_a_directory_name_do_not_share_a_cache(upstream, tmp_path):
     """`~/a/my-project` (the benchmark repository) and `~/b/my-project` (another) are both named
     `local/my-project`: the second must not be mined, or identified, from the first's history."""

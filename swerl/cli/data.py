@@ -204,7 +204,8 @@ def register(groups: argparse._SubParsersAction) -> None:
         choices=("repository", "instances"),
         default="repository",
         help="repository: nothing from a SWE-bench repository, recognised by its commits whatever the "
-        "clone is called (default, as the SWE-RL paper); instances: only the benchmark instances' own PRs",
+        "clone is called (default, as the SWE-RL paper); instances: only the benchmark instances' own PRs "
+        "(of the shipped table and of --decontaminate-with lists)",
     )
     mine.add_argument("--allow-no-issue", action="store_true", help="keep API/Archive PRs that link no issue")
     mine.add_argument("--quiet", action="store_true", help="no progress bars")
