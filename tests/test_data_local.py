@@ -406,6 +406,22 @@ def test_a_new_run_mines_commits_made_since_the_cache_was_filled(tmp_path, ref, 
     assert "note" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("ref", ["v1.0", "HEAD~1", "main~1", "tags/v1.0"])
+def test_ref_may_be_a_tag_or_a_revision_expression(tmp_path, ref):
+    """`--ref` takes what git takes: a tag, or an expression such as `HEAD~1`, not only branch names."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    body = "def parse(x):\n    return x\n" + "".join(f"def f{i}():\n    return {i}\n" for i in range(20))
+    _commit_file(repo, "pkg/mod.py", body, "Initial import")
+    tagged = _commit_file(repo, "pkg/mod.py", body.replace("return x", "return x or 0"), "Parse None (#1)")
+    subprocess.run(["git", "-C", str(repo), "tag", "v1.0"], check=True)
+    _commit_file(repo, "pkg/mod.py", body.replace("return 3", "return 33"), "Fix f3 (#2)")
+    config = replace(CONFIG, filters=replace(CONFIG.filters, min_problem_chars=1))
+    summary = mine(tmp_path / "out", LocalSource(repo, tmp_path / "cache", repo="acme/w", ref=ref), config)
+    rows = read_dir(tmp_path / "out" / "data")
+    assert summary.rows == 1 and [row["merge_commit"] for row in rows] == [tagged]
+
+
 def _descendants(pid: int) -> set[int]:
     """Every live process below `pid` (from /proc: parent ids)."""
     children: dict[int, list[int]] = {}

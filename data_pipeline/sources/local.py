@@ -79,7 +79,13 @@ class LocalSource:
         if head is None and self.ref == "HEAD":
             raise GitError(f"{self.path} has no commit checked out (HEAD names none)")
         run_git(
-            git_dir, "fetch", "--quiet", "--force", str(self.path.resolve()), "+refs/heads/*:refs/heads/*"
+            git_dir,
+            "fetch",
+            "--quiet",
+            "--force",
+            str(self.path.resolve()),
+            "+refs/heads/*:refs/heads/*",
+            "+refs/tags/*:refs/tags/*",
         )
         # What the user's clone names, now fetched; a ref it does not know is looked up in the cache.
         try:
@@ -100,11 +106,14 @@ class LocalSource:
         )
 
     def _ref(self) -> str:
-        """The ref as both clones name it: a branch name is a head; HEAD, shas and full refs as given."""
+        """The ref as both clones name it: a name that is a branch of the user's clone is that branch (a
+        tag of the same name does not win); anything else as git resolves it there (a tag such as
+        `8.1.0`, `origin/main`, `HEAD~10`, a sha, a full ref)."""
         ref = self.ref
-        if ref != "HEAD" and not ref.startswith("refs/") and not _is_sha(ref):
-            return f"refs/heads/{ref}"
-        return ref
+        if ref == "HEAD" or ref.startswith("refs/") or _is_sha(ref):
+            return ref
+        branch = f"refs/heads/{ref}"
+        return branch if _resolve_in_source(self.path, branch) is not None else ref
 
     def candidates(self, state: dict[str, Any]) -> Iterator[Candidate]:
         git_dir = self.git_dir(self.repo)
