@@ -460,6 +460,12 @@ CASES = [
         ["m"],
     ),
     Case(
+        "mine a folder inside a clone's git directory",
+        ["data", "mine", "--local", "{tmp}/clone/.git/refs", "--out", "{tmp}/m"],
+        "a folder inside the git directory",
+        ["m"],
+    ),
+    Case(
         "mine with a folder that is no tokenizer",
         ["data", "mine", "--local", "{tmp}/clone", "--out", "{tmp}/m", "--tokenizer", "{tmp}/data_only"],
         "data_only is not a tokenizer directory",

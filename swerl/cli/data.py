@@ -347,6 +347,20 @@ def _require_git_repository(path: Path) -> None:
     )
     if found.returncode != 0:
         raise UserError(f"--local {path}: not a git repository (give a clone's directory)")
+    where = subprocess.run(
+        ["git", "-C", str(path), "rev-parse", "--is-inside-git-dir", "--absolute-git-dir"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split("\n")
+    if (
+        where[0] == "true" and Path(where[1]).resolve() != path.resolve()
+    ):  # e.g. `.git/refs`, `repo.git/objects`
+        git_dir = Path(where[1])
+        clone = git_dir.parent if git_dir.name == ".git" else git_dir
+        raise UserError(
+            f"--local {path}: a folder inside the git directory {git_dir}; give the clone, {clone}"
+        )
     if found.stdout.strip():  # a folder inside a work tree: git finds the repository, a clone of it does not
         top = subprocess.run(
             ["git", "-C", str(path), "rev-parse", "--show-toplevel"],
