@@ -110,6 +110,7 @@ def summarize(results: Sequence[InstanceLocalization]) -> dict[str, float | int]
 
 
 def format_summary(summary: Mapping[str, float | int]) -> str:
-    parts = [f"{summary['instances']} instances"]
+    n = summary["instances"]
+    parts = [f"{n} instance{'' if n == 1 else 's'}"]
     parts += [f"{k} {float(v):.1%}" for k, v in summary.items() if k != "instances"]
     return ", ".join(parts)

@@ -132,7 +132,7 @@ class RepoCache:
             if self.offline:
                 raise RepoError(
                     f"{repo}: no clone under {self.mirror_dir} (looked for {', '.join(clone_names(repo))}, "
-                    "bare or not)"
+                    "each bare or not, or holding the repository as repo/)"
                 )
         if self.offline:
             raise RepoError(f"{repo}: not cached at {self.bare_path(repo)} and running offline")

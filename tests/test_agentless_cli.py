@@ -210,7 +210,22 @@ def test_report_names_instances_whose_stage_failed(
     gone = [a if a != str(tmp_path / "clones") else str(tmp_path / "empty") for a in args]
     shutil.rmtree(tmp_path / "cache" / "repos")
     assert _main(["agentless", "report", *gone]) == 0
-    assert "1 instances, file_hit@1 0.0%" in capsys.readouterr().out
+    assert "1 instance, file_hit@1 0.0%" in capsys.readouterr().out
+
+
+def test_report_against_another_dataset_than_the_runs_is_an_error(tmp_path: Path) -> None:
+    """A report over instances the run never localized would print zeros that read as a localizer that
+    found nothing."""
+    assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0
+    args = _demo_args(tmp_path, tmp_path / "clones")
+    assert _main(["agentless", "localize", *args]) == 0
+    other = tmp_path / "other.jsonl"
+    rows = [json.loads(line) for line in (tmp_path / "instances.jsonl").read_text().splitlines()]
+    other.write_text("".join(json.dumps({**r, "instance_id": r["instance_id"] + "0"}) + "\n" for r in rows))
+    swapped = [str(other) if a == str(tmp_path / "instances.jsonl") else a for a in args]
+    assert swapped != args
+    with pytest.raises(UserError, match=r"none of the \d+ instances of --dataset was localized in"):
+        _main(["agentless", "report", *swapped])
 
 
 @pytest.mark.parametrize(

@@ -542,3 +542,24 @@ def test_a_folder_of_other_files_is_refused_and_keeping_nothing_is_said(mined, t
     done = subprocess.run([*cmd, "--languages", "rs", "--quiet"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "rows: 0" in done.stderr and "warning: no row was kept" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("layout", "name"),
+    [
+        ("tool", "local/tool"),
+        ("tool/.git", "local/tool"),
+        ("tool.git", "local/tool"),
+        ("acme+tool/repo", "local/acme+tool"),
+    ],
+)
+def test_a_clone_without_a_github_origin_is_named_after_its_folder(tmp_path, layout, name):
+    """Mirrors kept as `owner+name/repo` were all named `local/repo`, and their instance ids collided."""
+    from data_pipeline.sources.local import guess_repo_name
+
+    path = tmp_path / layout
+    if layout.endswith("/.git"):
+        subprocess.run(["git", "init", "-q", str(path.parent)], check=True)
+    else:
+        subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
+    assert guess_repo_name(path) == name

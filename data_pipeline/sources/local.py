@@ -39,7 +39,15 @@ def guess_repo_name(path: Path) -> str:
     except Exception:
         url = ""
     match = _GITHUB_URL.search(url)
-    return match.group(1) if match else f"local/{path.resolve().name}"
+    if match:
+        return match.group(1)
+    # The folder that names the clone: not `.git` or `repo` (a mirror kept as `owner+name/repo`), and
+    # without a `.git` suffix.
+    where = path.resolve()
+    if where.name in (".git", "repo") and where.parent != where:
+        where = where.parent
+    name = where.name.removesuffix(".git") or where.name
+    return f"local/{name}"
 
 
 class LocalSource:

@@ -19,6 +19,7 @@ from swerl.cli.args import (
 from swerl.edit_format.prompts import PROMPT_STYLES
 from swerl.errors import UserError
 from swerl.jsonl import load_json
+from swerl.paths import hold_folder
 
 DEFAULT_CACHE = Path("runs/agentless-cache")
 
@@ -459,6 +460,7 @@ def _run(args: argparse.Namespace) -> int:
             "--reproduction-samples sets how many tests --reproduction samples: add --reproduction"
         )
     instances = _instances(args)
+    hold_folder(args.out, "agentless run")  # a second run into the same --out stops at once
     if not args.model:
         print(
             "no --model: localization only (stages 1-2, model-free); pass --model to repair", file=sys.stderr
@@ -499,6 +501,7 @@ def _run_localize(args: argparse.Namespace) -> int:
     from agentless.pipeline import claim_stages, run_localization
 
     instances = _instances(args)
+    hold_folder(args.out, "agentless run")  # a second run into the same --out stops at once
     cfg = _config(args, model_name=args.model or "")
     claim_stages(args.out, cfg, ["localize_files", "localize_elements"])  # before a model loads
     run_localization(instances, args.out, _context(args, _sampler(args), None), cfg)
@@ -546,6 +549,12 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
     repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
     files = StageFile(stage_path(args.out, "localize_files")).by_id()
     elements = StageFile(stage_path(args.out, "localize_elements")).by_id()
+    if files and not any(inst.instance_id in files for inst in instances):
+        # Another dataset than the run's: a report of zeros would read as a localizer that found nothing.
+        raise UserError(
+            f"none of the {len(instances)} instances of --dataset was localized in {args.out} (it holds "
+            f"{len(files)}, e.g. {next(iter(files))}): give the dataset the run was made from"
+        )
     results = []
     errors = [i for i, row in {**files, **elements}.items() if "stage_error" in row]
     for inst in instances:

@@ -302,7 +302,14 @@ def _source(args: argparse.Namespace):
         from data_pipeline.sources.local import LocalSource
 
         _require_git_repository(args.local)
-        return LocalSource(args.local, args.clones, repo=args.repo_name, ref=args.ref)
+        source = LocalSource(args.local, args.clones, repo=args.repo_name, ref=args.ref)
+        if args.repo_name is None and source.repo.startswith("local/") and not args.quiet:
+            print(
+                f"note: rows are named {source.repo} (the clone has no GitHub origin); pass --repo-name "
+                "OWNER/NAME to name them as the repository",
+                file=sys.stderr,
+            )
+        return source
     if args.github:
         from data_pipeline.sources.github import GitHubSource
 

@@ -93,7 +93,7 @@ def report_error(err: BaseException, debug: bool) -> int:
         if not debug:
             print(
                 "swerl: this is a bug in swerl: please report it on the project's issue tracker with the "
-                "command and the traceback that --debug prints",
+                f"command and the traceback that `swerl --debug ...` (or {DEBUG_ENV}=1) prints",
                 file=sys.stderr,
             )
     return 1
