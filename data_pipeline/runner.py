@@ -74,7 +74,7 @@ class RunSummary:
     def report(self) -> str:
         lines = [
             f"candidates: {self.candidates}  rows: {self.rows}  ({self.seconds:.1f} s)"
-            f"  -> {self.out / 'data'}"
+            + (f"  -> {self.out / 'data'}" if self.rows else "")
         ]
         lines += [f"  dropped {reason}: {n}" for reason, n in self.drops.most_common()]
         lines += [f"  {note}" for note in self.notes]

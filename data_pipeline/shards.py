@@ -232,10 +232,9 @@ class Manifest:
         if others:
             # A run writes its manifest before anything else, so these files are someone else's (hidden
             # ones, such as a .gitkeep, do not count).
-            shown = ", ".join(others[:3])
+            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
             raise UserError(
-                f"{out} holds other files ({shown}, ...) and no mining run; mine into a new or empty "
-                "directory"
+                f"{out} holds other files ({shown}) and no mining run; mine into a new or empty directory"
             )
         return cls._fresh(out, config)
 
