@@ -12,7 +12,6 @@ files are the same blob from one PR to the next.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -720,15 +719,17 @@ def _split(path: str) -> tuple[str, str]:
     return str(pure.parent), pure.suffix
 
 
-# `_imports` memo: (path, digest of the text) -> modules, the most recent first out last. Keyed by a
-# digest, not by the text: a memo keyed by whole files held hundreds of MiB of them on numpy/numpy.
-_IMPORTS: OrderedDict[tuple[str, bytes], frozenset[str]] = OrderedDict()
+# `_imports` memo: (path, length and hash of the text) -> modules, least recently used out first. Not
+# keyed by the text itself: a memo holding whole files held hundreds of MiB of them on numpy/numpy. Two
+# versions of one path of the same length whose 64-bit hashes collide would share an entry; a string's
+# hash is computed once and kept by it, where a cryptographic digest cost several times more.
+_IMPORTS: OrderedDict[tuple[str, int, int], frozenset[str]] = OrderedDict()
 _IMPORTS_MAX = 4096
 
 
 def _imports(path: str, text: str) -> frozenset[str]:
     """Modules a Python file imports; memoised because a modified file is often shown to several PRs."""
-    key = (path, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    key = (path, len(text), hash(text))
     found = _IMPORTS.get(key)
     if found is None:
         found = _IMPORTS[key] = frozenset(imported_modules(path, text))
