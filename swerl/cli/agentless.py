@@ -460,12 +460,13 @@ def _run(args: argparse.Namespace) -> int:
             "--reproduction-samples sets how many tests --reproduction samples: add --reproduction"
         )
     instances = _instances(args)
-    hold_folder(args.out, "agentless run")  # a second run into the same --out stops at once
     if not args.model:
         print(
             "no --model: localization only (stages 1-2, model-free); pass --model to repair", file=sys.stderr
         )
-        run_localization(instances, args.out, _context(args, None, None), _config(args))
+        cfg = _config(args)
+        hold_folder(args.out, "agentless run")  # a second run into the same --out stops at once
+        run_localization(instances, args.out, _context(args, None, None), cfg)
         return _print_report(args, instances, as_json=False)
     cfg = _config(
         args,
@@ -481,6 +482,7 @@ def _run(args: argparse.Namespace) -> int:
         reproduction=args.reproduction,
         **({"reproduction_samples": args.reproduction_samples} if args.reproduction_samples else {}),
     )
+    hold_folder(args.out, "agentless run")
     claim_stages(args.out, cfg, STAGES)  # stage rows of other options are refused before the model loads
     ctx = _context(args, _sampler(args), _backend(args))
     predictions = run(instances, args.out, ctx, cfg)
@@ -501,8 +503,8 @@ def _run_localize(args: argparse.Namespace) -> int:
     from agentless.pipeline import claim_stages, run_localization
 
     instances = _instances(args)
-    hold_folder(args.out, "agentless run")  # a second run into the same --out stops at once
     cfg = _config(args, model_name=args.model or "")
+    hold_folder(args.out, "agentless run")  # a second run into the same --out stops at once
     claim_stages(args.out, cfg, ["localize_files", "localize_elements"])  # before a model loads
     run_localization(instances, args.out, _context(args, _sampler(args), None), cfg)
     _fail_if_every_instance_failed(args.out, "localize_files")
