@@ -166,9 +166,16 @@ def repo_of_instance(instance_id: str) -> str | None:
 def load_benchmark(spec: str) -> tuple[list[str], list[str]]:
     """(instance ids, repos) from a file path, or from `hf:NAME[:SPLIT]` (a Hugging Face dataset)."""
     if spec.startswith("hf:"):
-        import datasets
+        from swerl.hub import unreachable_hub_dataset
 
         name, _, split = spec[3:].partition(":")
+        problem = unreachable_hub_dataset(
+            name, "give a local .txt/.json/.jsonl/.parquet file of instance ids"
+        )
+        if problem:
+            raise UserError(f"--decontaminate-with {spec}: {problem}")
+        import datasets
+
         records: Iterable[dict] = datasets.load_dataset(name, split=split or "test")
     else:
         path = Path(spec)

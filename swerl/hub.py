@@ -50,17 +50,18 @@ def unavailable_model(name: str) -> str | None:
     )
 
 
-def unreachable_hub_dataset(name: str) -> str | None:
+def unreachable_hub_dataset(name: str, instead: str = "give local files (--data)") -> str | None:
     """Why hub dataset `name` cannot be downloaded now (None when it can, or when an offline setting
-    tells `datasets` to read its own cache): `datasets` retries an unreachable hub for minutes."""
+    tells `datasets` to read its own cache): `datasets` retries an unreachable hub for minutes. `instead`
+    says what the command takes in its place."""
     if _offline() or os.environ.get("HF_DATASETS_OFFLINE", "").strip().lower() in _OFFLINE_VALUES:
         return None
     endpoint = _endpoint()
     if behind_proxy() or reachable(endpoint):
         return None
     return (
-        f"hub dataset {name} needs {endpoint}, which cannot be reached from this machine; give local files "
-        "(--data), or set HF_DATASETS_OFFLINE=1 to read a copy already in the datasets cache"
+        f"hub dataset {name} needs {endpoint}, which cannot be reached from this machine; {instead}, or "
+        "set HF_DATASETS_OFFLINE=1 to read a copy already in the datasets cache"
     )
 
 

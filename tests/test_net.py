@@ -157,3 +157,24 @@ def test_a_folder_that_is_not_a_model_is_named_as_such(tmp_path: Path) -> None:
     assert "not a model directory (no config.json" in (model_problem(str(tmp_path / "data")) or "")
     assert model_problem(str(tokenizer), tokenizer=True) is None
     assert "not a tokenizer directory" in (model_problem(str(tmp_path / "data"), tokenizer=True) or "")
+
+
+def test_hub_datasets_that_cannot_be_reached_are_refused_at_once(
+    hub_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--dataset lite` and `--decontaminate-with hf:...` waited ~25 s on the datasets library's retries
+    without a network; now one line at once, saying what to give instead."""
+    from data_pipeline.decontam import load_benchmark
+    from swerl.cli.main import main
+    from swerl.errors import UserError
+
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    started = time.monotonic()
+    assert main(["agentless", "localize", "--dataset", "lite", "--out", str(hub_env.parent / "loc")]) == 1
+    err = capsys.readouterr().err
+    assert "--dataset lite: hub dataset princeton-nlp/SWE-bench_Lite needs" in err and "local .parquet" in err
+    with pytest.raises(UserError, match=r"--decontaminate-with hf:acme/bench: hub dataset acme/bench needs"):
+        load_benchmark("hf:acme/bench")
+    assert time.monotonic() - started < 10
+    assert not (hub_env.parent / "loc").exists()

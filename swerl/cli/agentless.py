@@ -312,6 +312,16 @@ def _instances(args: argparse.Namespace) -> list[Any]:
             f"--dataset {args.dataset}: a hub dataset needs the network, and --offline was given; pass a "
             "local .parquet/.jsonl file in the SWE-bench schema"
         )
+    if not Path(args.dataset).exists():
+        from agentless.instances import DATASET_ALIASES
+        from swerl.hub import unreachable_hub_dataset
+
+        name = DATASET_ALIASES.get(str(args.dataset).lower(), str(args.dataset))
+        problem = "/" in name and unreachable_hub_dataset(
+            name, "pass a local .parquet/.jsonl file in the SWE-bench schema"
+        )
+        if problem:
+            raise UserError(f"--dataset {args.dataset}: {problem}")
     return load_instances(args.dataset, split=args.split, instance_ids=args.instance_ids)
 
 
