@@ -182,7 +182,7 @@ def load_benchmark(spec: str) -> tuple[list[str], list[str]]:
         if not path.exists():
             raise FileNotFoundError(f"decontamination list not found: {path}")
         records = _records_from_file(path)
-    ids, repos = [], []
+    ids, repos, malformed = [], [], []
     for record in records:
         instance = record.get("instance_id")
         if instance:
@@ -190,8 +190,18 @@ def load_benchmark(spec: str) -> tuple[list[str], list[str]]:
             repo = record.get("repo") or repo_of_instance(str(instance))
             if repo:
                 repos.append(str(repo))
+            else:
+                malformed.append(str(instance))
         elif record.get("repo"):
             repos.append(str(record["repo"]))
+    # A safety list that matches nothing must not pass unnoticed: an id no PR can have, or no entry.
+    if malformed:
+        raise UserError(
+            f"{spec}: {len(malformed)} entries are not instance ids (owner__name-NUMBER, with a repo column "
+            f"otherwise), e.g. {malformed[0]!r}"
+        )
+    if not ids and not repos:
+        raise UserError(f"{spec}: no instance ids or repositories in it")
     return sorted(set(ids)), sorted(set(repos))
 
 

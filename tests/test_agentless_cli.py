@@ -213,7 +213,9 @@ def test_report_names_instances_whose_stage_failed(
     assert "1 instance, file_hit@1 0.0%" in capsys.readouterr().out
 
 
-def test_report_against_another_dataset_than_the_runs_is_an_error(tmp_path: Path) -> None:
+def test_report_against_another_dataset_than_the_runs_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A report over instances the run never localized would print zeros that read as a localizer that
     found nothing."""
     assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0
@@ -226,6 +228,14 @@ def test_report_against_another_dataset_than_the_runs_is_an_error(tmp_path: Path
     assert swapped != args
     with pytest.raises(UserError, match=r"none of the \d+ instances of --dataset was localized in"):
         _main(["agentless", "report", *swapped])
+    # A dataset holding the run's instances and others: the others are named as not scored.
+    both = tmp_path / "both.jsonl"
+    both.write_text((tmp_path / "instances.jsonl").read_text() + other.read_text())
+    capsys.readouterr()
+    assert _main(["agentless", "report", *[str(both) if a == str(other) else a for a in swapped]]) == 0
+    assert f"{len(rows)} not localized in {tmp_path / 'run'}, not scored: {rows[0]['instance_id']}0" in (
+        capsys.readouterr().out
+    )
 
 
 @pytest.mark.parametrize(

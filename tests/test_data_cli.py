@@ -98,6 +98,8 @@ def test_a_clone_without_commits_or_an_unknown_ref_is_a_clean_error(tmp_path):
         proc.stderr
     )
     assert "Traceback" not in proc.stderr
+    # Refused before the run writes anything: no manifest that `data stats` would read as an unfinished run.
+    assert not (tmp_path / "out1").exists() and not (tmp_path / "out2").exists()
 
 
 def test_a_stopped_runs_funnel_accounts_for_every_candidate():

@@ -220,3 +220,19 @@ def test_clones_sharing_a_directory_name_do_not_share_a_cache(upstream, tmp_path
     second = mine(tmp_path / "two", LocalSource(other, cache), MineConfig(), workers=1, progress=False)
     assert first.rows == 0 and first.notes
     assert second.rows > 0 and not second.notes
+
+
+def test_a_decontamination_list_that_can_match_nothing_is_refused(tmp_path):
+    """A malformed id or an empty file would exclude nothing, silently: the run would train on what the
+    user meant to keep out."""
+    from data_pipeline.decontam import load_benchmark
+    from swerl.errors import UserError
+
+    (tmp_path / "bad.txt").write_text("pallets__click-48\npallets/click#49\n")
+    with pytest.raises(UserError, match=r"1 entries are not instance ids .* 'pallets/click#49'"):
+        load_benchmark(str(tmp_path / "bad.txt"))
+    (tmp_path / "empty.txt").write_text("# nothing yet\n")
+    with pytest.raises(UserError, match="no instance ids or repositories in it"):
+        load_benchmark(str(tmp_path / "empty.txt"))
+    (tmp_path / "good.txt").write_text("pallets__click-48\n")
+    assert load_benchmark(str(tmp_path / "good.txt")) == (["pallets__click-48"], ["pallets/click"])

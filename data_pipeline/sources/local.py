@@ -101,6 +101,13 @@ class LocalSource:
         except GitError:
             raise GitError(f"--ref {self.ref}: not a branch, tag or commit of {self.path}") from None
 
+    def check_ref(self) -> None:
+        """Refuse a ref the user's clone does not name, before a run writes anything."""
+        if _resolve_in_source(self.path, self._ref()) is None:
+            if self.ref == "HEAD":
+                raise GitError(f"{self.path} has no commit checked out (HEAD names none)")
+            raise GitError(f"--ref {self.ref}: not a branch, tag or commit of {self.path}")
+
     def resume_note(self, state: dict[str, Any]) -> str | None:
         """What a rerun into an existing run directory should know: the run keeps mining the commit it
         started at, so commits made in the clone since then are not in it (None when there are none)."""

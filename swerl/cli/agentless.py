@@ -302,24 +302,27 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 
 def _instances(args: argparse.Namespace) -> list[Any]:
-    from agentless.instances import load_instances
+    from agentless.instances import DATASET_ALIASES, load_instances
 
-    looks_like_file = Path(args.dataset).suffix.lower() in {".parquet", ".jsonl", ".json", ".ndjson"}
-    if looks_like_file and not Path(args.dataset).exists():
-        raise UserError(f"--dataset {args.dataset}: no such file")
-    if getattr(args, "offline", False) and not Path(args.dataset).exists():
-        raise UserError(
-            f"--dataset {args.dataset}: a hub dataset needs the network, and --offline was given; pass a "
-            "local .parquet/.jsonl file in the SWE-bench schema"
-        )
     if not Path(args.dataset).exists():
-        from agentless.instances import DATASET_ALIASES
+        # Not a file: a hub dataset id or alias, which needs the network. Each way this fails is one line
+        # now, not a hub lookup (or the datasets library's retries) first.
+        name = DATASET_ALIASES.get(args.dataset.lower(), args.dataset)
+        if Path(args.dataset).suffix.lower() in {".parquet", ".jsonl", ".json", ".ndjson"}:
+            raise UserError(f"--dataset {args.dataset}: no such file")
+        if "/" not in name:
+            raise UserError(
+                f"--dataset {args.dataset}: no such file, and not a hub dataset id (owner/name) or alias "
+                f"({', '.join(DATASET_ALIASES)})"
+            )
+        if getattr(args, "offline", False):
+            raise UserError(
+                f"--dataset {args.dataset}: a hub dataset needs the network, and --offline was given; pass a "
+                "local .parquet/.jsonl file in the SWE-bench schema"
+            )
         from swerl.hub import unreachable_hub_dataset
 
-        name = DATASET_ALIASES.get(str(args.dataset).lower(), str(args.dataset))
-        problem = "/" in name and unreachable_hub_dataset(
-            name, "pass a local .parquet/.jsonl file in the SWE-bench schema"
-        )
+        problem = unreachable_hub_dataset(name, "pass a local .parquet/.jsonl file in the SWE-bench schema")
         if problem:
             raise UserError(f"--dataset {args.dataset}: {problem}")
     return load_instances(args.dataset, split=args.split, instance_ids=args.instance_ids)
@@ -569,6 +572,7 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
         )
     results = []
     errors = [i for i, row in {**files, **elements}.items() if "stage_error" in row]
+    unseen = [inst.instance_id for inst in instances if inst.patch and inst.instance_id not in files]
     for inst in instances:
         if not inst.patch or inst.instance_id not in files:
             continue
@@ -596,6 +600,8 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
     print(format_summary(summarize(results)))
     if errors:
         print(f"{len(errors)} with a stage error (scored as misses): {', '.join(sorted(errors)[:10])}")
+    if unseen:
+        print(f"{len(unseen)} not localized in {args.out}, not scored: {', '.join(unseen[:10])}")
     return 0
 
 

@@ -263,6 +263,14 @@ def _config(args: argparse.Namespace):
         more_ids, more_repos = load_benchmark(spec)
         ids += more_ids
         repos += more_repos
+        if not args.no_decontaminate and not args.quiet:
+            dropped = (
+                f"every PR of {len(more_repos)} repositories dropped (--decontaminate-mode instances: "
+                "only the listed PRs)"
+                if args.decontaminate_mode == "repository"
+                else "their PRs dropped"
+            )
+            print(f"note: {spec}: {len(more_ids)} instance ids; {dropped}", file=sys.stderr)
     return MineConfig(
         filters=FilterConfig(
             max_files=args.max_files,
@@ -420,6 +428,8 @@ def _run_mine(args: argparse.Namespace) -> int:
     # A server that fails or a clone git cannot read ends the run with one line (their errors are
     # UserErrors); git errors of single PRs never get here: they drop the PR.
     source, config = _source(args), _config(args)
+    if args.local is not None and not (args.out / "manifest.json").exists():
+        source.check_ref()  # before the run writes anything (a resumed run keeps the commit it started at)
     hold_folder(args.out, "mining run")  # a second mine into the same --out stops at once
     summary = mine(
         args.out,
