@@ -265,12 +265,13 @@ def _config(args: argparse.Namespace):
         repos += more_repos
         if not args.no_decontaminate and not args.quiet:
             dropped = (
-                f"every PR of {len(more_repos)} repositories dropped (--decontaminate-mode instances: "
-                "only the listed PRs)"
+                f"every PR of {len(more_repos)} repositor{'y' if len(more_repos) == 1 else 'ies'} dropped "
+                "(--decontaminate-mode instances: only the listed PRs)"
                 if args.decontaminate_mode == "repository"
                 else "their PRs dropped"
             )
-            print(f"note: {spec}: {len(more_ids)} instance ids; {dropped}", file=sys.stderr)
+            ids_said = f"{len(more_ids)} instance id{'' if len(more_ids) == 1 else 's'}"
+            print(f"note: {spec}: {ids_said}; {dropped}", file=sys.stderr)
     return MineConfig(
         filters=FilterConfig(
             max_files=args.max_files,
