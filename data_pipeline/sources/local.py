@@ -85,7 +85,7 @@ class LocalSource:
             state["head"] = head
             return
         if head is None and self.ref == "HEAD":
-            raise GitError(f"{self.path} has no commit checked out (HEAD names none)")
+            raise self._unknown_ref()
         run_git(
             git_dir,
             "fetch",
@@ -99,14 +99,17 @@ class LocalSource:
         try:
             state["head"] = resolve(git_dir, head or self._ref())
         except GitError:
-            raise GitError(f"--ref {self.ref}: not a branch, tag or commit of {self.path}") from None
+            raise self._unknown_ref() from None
 
     def check_ref(self) -> None:
         """Refuse a ref the user's clone does not name, before a run writes anything."""
         if _resolve_in_source(self.path, self._ref()) is None:
-            if self.ref == "HEAD":
-                raise GitError(f"{self.path} has no commit checked out (HEAD names none)")
-            raise GitError(f"--ref {self.ref}: not a branch, tag or commit of {self.path}")
+            raise self._unknown_ref()
+
+    def _unknown_ref(self) -> GitError:
+        if self.ref == "HEAD":
+            return GitError(f"{self.path} has no commit checked out (HEAD names none)")
+        return GitError(f"--ref {self.ref}: not a branch, tag or commit of {self.path}")
 
     def resume_note(self, state: dict[str, Any]) -> str | None:
         """What a rerun into an existing run directory should know: the run keeps mining the commit it

@@ -369,9 +369,8 @@ def _require_git_repository(path: Path) -> None:
         text=True,
         check=False,
     ).stdout.split("\n")
-    if (
-        where[0] == "true" and Path(where[1]).resolve() != path.resolve()
-    ):  # e.g. `.git/refs`, `repo.git/objects`
+    # A folder inside the git directory itself (`.git/refs`, a bare repository's `objects/`).
+    if where[0] == "true" and Path(where[1]).resolve() != path.resolve():
         git_dir = Path(where[1])
         clone = git_dir.parent if git_dir.name == ".git" else git_dir
         raise UserError(
