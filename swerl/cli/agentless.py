@@ -301,12 +301,15 @@ def register(groups: argparse._SubParsersAction) -> None:
 # -- helpers --------------------------------------------------------------------------------------------
 
 
+_LOCAL_DATASET = "pass a local .parquet/.jsonl file in the SWE-bench schema"
+
+
 def _instances(args: argparse.Namespace) -> list[Any]:
     from agentless.instances import DATASET_ALIASES, load_instances
 
     if not Path(args.dataset).exists():
-        # Not a file: a hub dataset id or alias, which needs the network. Each way this fails is one line
-        # now, not a hub lookup (or the datasets library's retries) first.
+        # Not a file: a hub dataset id or alias, which needs the network. Each way this can fail is said in
+        # one line before any hub lookup, whose retries take minutes without a network.
         name = DATASET_ALIASES.get(args.dataset.lower(), args.dataset)
         if Path(args.dataset).suffix.lower() in {".parquet", ".jsonl", ".json", ".ndjson"}:
             raise UserError(f"--dataset {args.dataset}: no such file")
@@ -317,12 +320,12 @@ def _instances(args: argparse.Namespace) -> list[Any]:
             )
         if getattr(args, "offline", False):
             raise UserError(
-                f"--dataset {args.dataset}: a hub dataset needs the network, and --offline was given; pass a "
-                "local .parquet/.jsonl file in the SWE-bench schema"
+                f"--dataset {args.dataset}: a hub dataset needs the network, and --offline was given; "
+                f"{_LOCAL_DATASET}"
             )
         from swerl.hub import unreachable_hub_dataset
 
-        problem = unreachable_hub_dataset(name, "pass a local .parquet/.jsonl file in the SWE-bench schema")
+        problem = unreachable_hub_dataset(name, _LOCAL_DATASET)
         if problem:
             raise UserError(f"--dataset {args.dataset}: {problem}")
     return load_instances(args.dataset, split=args.split, instance_ids=args.instance_ids)
