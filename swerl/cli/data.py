@@ -359,24 +359,21 @@ def _require_git_repository(path: Path) -> None:
     import subprocess
 
     found = subprocess.run(
-        ["git", "-C", str(path), "rev-parse", "--show-prefix"], capture_output=True, text=True, check=False
-    )
-    if found.returncode != 0:
-        raise UserError(f"--local {path}: not a git repository (give a clone's directory)")
-    where = subprocess.run(
-        ["git", "-C", str(path), "rev-parse", "--is-inside-git-dir", "--absolute-git-dir"],
+        ["git", "-C", str(path), "rev-parse", "--is-inside-git-dir", "--absolute-git-dir", "--show-prefix"],
         capture_output=True,
         text=True,
         check=False,
-    ).stdout.split("\n")
+    )
+    if found.returncode != 0:
+        raise UserError(f"--local {path}: not a git repository (give a clone's directory)")
+    inside_git_dir, git_dir, prefix = found.stdout.split("\n")[:3]  # one line per option asked
     # A folder inside the git directory itself (`.git/refs`, a bare repository's `objects/`).
-    if where[0] == "true" and Path(where[1]).resolve() != path.resolve():
-        git_dir = Path(where[1])
-        clone = git_dir.parent if git_dir.name == ".git" else git_dir
+    if inside_git_dir == "true" and Path(git_dir).resolve() != path.resolve():
+        clone = Path(git_dir).parent if Path(git_dir).name == ".git" else Path(git_dir)
         raise UserError(
             f"--local {path}: a folder inside the git directory {git_dir}; give the clone, {clone}"
         )
-    if found.stdout.strip():  # a folder inside a work tree: git finds the repository, a clone of it does not
+    if prefix.strip():  # a folder inside a work tree: git finds the repository, a clone of it does not
         top = subprocess.run(
             ["git", "-C", str(path), "rev-parse", "--show-toplevel"],
             capture_output=True,
