@@ -22,7 +22,7 @@ from agentless.localize.files import (
     rank_files,
     rerank_by_elements,
 )
-from agentless.localize.index import IndexCache, is_peripheral_path
+from agentless.localize.index import IndexCache, RepoIndex, is_peripheral_path
 from agentless.localize.signals import extract_signals, issue_title
 from agentless.localize.skeleton import elements_of, skeleton
 from agentless.pipeline import Context, RunConfig, localize_files
@@ -70,6 +70,12 @@ def _repo(tmp_path: Path, files: dict[str, str]) -> tuple[RepoCache, str]:
     return RepoCache(tmp_path / "cache", mirror_dir=tmp_path / "clones", offline=True), sha
 
 
+def _index(tmp_path: Path, files: dict[str, str]) -> RepoIndex:
+    """The search index of a one-commit repository holding `files`."""
+    repos, sha = _repo(tmp_path, files)
+    return IndexCache(repos).get("shop/shop", sha)
+
+
 def test_signals_read_frames_paths_modules_and_names() -> None:
     sig = extract_signals(
         TRACEBACK_ISSUE + "\nSee shop/io/headers.py and `from shop.pricing import discount`.\n"
@@ -83,8 +89,7 @@ def test_signals_read_frames_paths_modules_and_names() -> None:
 
 
 def test_rank_files_uses_the_deepest_frame_and_demotes_tests(tmp_path: Path) -> None:
-    repos, sha = _repo(tmp_path, FILES)
-    index = IndexCache(repos).get("shop/shop", sha)
+    index = _index(tmp_path, FILES)
     ranked = rank_files(index, TRACEBACK_ISSUE)
     assert ranked[0].path == "shop/io/headers.py"
     assert "deepest_frame" in ranked[0].reasons
@@ -119,8 +124,7 @@ def test_pasted_output_is_not_read_as_names_and_options_point_to_their_declarati
     assert sig.options == ["--dry-run"]
     assert "version" not in sig.identifiers and "report" not in sig.identifiers
     assert extract_signals("```\nx = parse_header(line)\n```").identifiers["parse_header"] >= 1
-    repos, sha = _repo(tmp_path, files)
-    index = IndexCache(repos).get("shop/shop", sha)
+    index = _index(tmp_path, files)
     ranked = {r.path: r for r in rank_files(index, issue)}
     assert "symbol" not in ranked["tool/report.py"].reasons  # before: `version` and `report` matched
     assert "option" in ranked["tool/main.py"].reasons and "option" not in ranked["tests/test_main.py"].reasons
@@ -140,8 +144,7 @@ def test_vendored_copies_docs_and_package_metadata_are_demoted(tmp_path: Path) -
         "docs/conf.py": "# parse_header split header line key value\n",
         "shop/__init__.py": "from shop.headers import parse_header  # parse header line\n",
     }
-    repos, sha = _repo(tmp_path, files)
-    index = IndexCache(repos).get("shop/shop", sha)
+    index = _index(tmp_path, files)
     issue = "parse_header splits the header line wrongly"
     ranked = [r.path for r in rank_files(index, issue)]
     assert ranked[0] == "shop/headers.py"
@@ -200,8 +203,7 @@ def test_the_title_is_scored_on_its_own(tmp_path: Path) -> None:
     the title alone as well puts the module it is about first."""
     assert issue_title("\n  \nCoupon taken off twice  \nbody") == "Coupon taken off twice"
     assert issue_title(" \n") == ""
-    repos, sha = _repo(tmp_path, TITLE_FILES)
-    index = IndexCache(repos).get("shop/shop", sha)
+    index = _index(tmp_path, TITLE_FILES)
     words_only = rank_files(index, TITLE_ISSUE, weights=RankWeights(title=0.0))
     assert words_only[0].path == "shop/orders.py"
     ranked = rank_files(index, TITLE_ISSUE)
@@ -233,8 +235,7 @@ def test_the_title_is_scored_against_paths(tmp_path: Path) -> None:
     """The title names the feature ("partial refunds") that the layout names its module after, while no
     file's text holds those words and the body's words fit another module better: the title scored over
     the paths' terms puts the feature's module first."""
-    repos, sha = _repo(tmp_path, PATH_TITLE_FILES)
-    index = IndexCache(repos).get("shop/shop", sha)
+    index = _index(tmp_path, PATH_TITLE_FILES)
     contents_only = rank_files(index, PATH_TITLE_ISSUE, weights=RankWeights(title_path=0.0))
     assert contents_only[0].path == "shop/notifications.py"
     ranked = rank_files(index, PATH_TITLE_ISSUE)
@@ -294,8 +295,7 @@ def test_index_cache_reuses_blobs_across_commits_and_runs(tmp_path: Path) -> Non
 
 
 def test_tree_parse_and_merge_of_model_rankings(tmp_path: Path) -> None:
-    repos, sha = _repo(tmp_path, FILES)
-    index = IndexCache(repos).get("shop/shop", sha)
+    index = _index(tmp_path, FILES)
     tree = compact_tree(index.paths)
     assert "  io/\n    __init__.py\n    headers.py" in tree and "test_headers" not in tree
     answer = "Sure:\n```\nshop/cart.py\nheaders.py\nshop/missing.py\n./shop/cart.py\n```"
