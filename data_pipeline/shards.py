@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from data_pipeline.schema import DROP_SCHEMA
 from swerl.errors import UserError
+from swerl.paths import other_files
 
 MANIFEST = "manifest.json"
 _DICTIONARY_COLUMNS = frozenset({"source", "repo", "problem_source", "stage", "reason", "author"})
@@ -228,11 +229,9 @@ class Manifest:
                     "directory (or delete this one) to change options"
                 )
             return cls(out, data)
-        others = sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) if out.is_dir() else []
-        if others:
-            # A run writes its manifest before anything else, so these files are someone else's (hidden
-            # ones, such as a .gitkeep, do not count).
-            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        # A run writes its manifest before anything else, so files here are someone else's.
+        shown = other_files(out, 3)
+        if shown:
             raise UserError(
                 f"{out} holds other files ({shown}) and no mining run; mine into a new or empty directory"
             )

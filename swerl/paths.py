@@ -38,6 +38,15 @@ def row_files(path: Path) -> list[Path]:
     return [path] if path.is_file() else []
 
 
+def other_files(folder: Path, shown: int) -> str | None:
+    """The names in `folder`, hidden ones (a .gitkeep) left out, as a short list for a message: the
+    first `shown` of them, with ", ..." when there are more; None when there are none."""
+    names = sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+    if not names:
+        return None
+    return ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
+
+
 _HELD: dict[Path, int] = {}
 
 

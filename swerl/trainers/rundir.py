@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from swerl.errors import UserError
-from swerl.paths import hold_folder
+from swerl.paths import hold_folder, other_files
 
 RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", "final", "tensorboard", "plots", "wandb")
 _CHECKPOINT = re.compile(r"^checkpoint-\d+(\.tmp)?$")
@@ -116,11 +116,8 @@ def prepare_run_dir(config: Any, *, overwrite: bool = False, rank: int | None = 
 def _warn_of_other_files(run_dir: Path) -> None:
     """Not a refusal (a folder made ready for the run is fine), but a mining output or another tool's
     folder given by mistake would end up with the run's files mixed into its own."""
-    others = (
-        sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")) if run_dir.is_dir() else []
-    )
-    if others:
-        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+    shown = other_files(run_dir, 5)
+    if shown:
         print(f"swerl: warning: output_dir {run_dir} already holds other files ({shown})", file=sys.stderr)
 
 
