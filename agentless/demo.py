@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentless.instances import Instance, instance_to_row
 from swerl.edit_format import build_git_patch
+from swerl.execution.instances import Instance, instance_to_row
 from swerl.synth_repo import git, init_repo
 
 DEMO_REPO = "demo-org/calc"

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentless.execution.base import ExecutionBackend
-from agentless.instances import Instance
 from agentless.localize.dense import dense_scores, load_wordllama
 from agentless.localize.elements import (
     EditLocation,
@@ -43,7 +41,6 @@ from agentless.localize.index import IndexCache
 from agentless.localize.signals import extract_signals
 from agentless.repair.candidates import make_candidate
 from agentless.repair.context import build_context
-from agentless.repos import RepoCache
 from agentless.rerank.regression import parse_excluded_tests, regression_filter_messages
 from agentless.rerank.reproduction import parse_reproductions, reproduction_messages
 from agentless.rerank.select import PatchCandidate, related_test_files, select_patch
@@ -51,6 +48,9 @@ from agentless.sampling import PromptTooLong, TextSampler, sample_mixed
 from agentless.stages import StageFile
 from swerl.edit_format import PatchApplyError, PromptStyle, apply_patch_to_contents, build_messages
 from swerl.errors import UserError
+from swerl.execution.base import ExecutionBackend
+from swerl.execution.instances import Instance
+from swerl.git.clones import RepoCache
 
 STAGES = ("localize_files", "localize_elements", "repair", "rerank", "predictions")
 PREDICTION_KEYS = ("instance_id", "model_name_or_path", "model_patch", "metadata")

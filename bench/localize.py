@@ -28,14 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentless.instances import Instance, load_instances
 from agentless.localize.index import IndexCache
 from agentless.localize.skeleton import elements_of
 from agentless.pipeline import Context, RunConfig, run_localization, stage_path
 from agentless.report import KS, score_instance, summarize
-from agentless.repos import RepoCache
 from agentless.stages import StageFile
 from swerl.edit_format import build_git_patch
+from swerl.execution.instances import Instance, load_instances
+from swerl.git.clones import RepoCache
 from swerl.synth_repo import build_history, git, stdlib_sources
 
 _WORD = re.compile(r"[A-Za-z]{4,}")

@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from data_pipeline.gitstore import safe_env  # noqa: E402
 from data_pipeline.stats import funnel  # noqa: E402
 from data_pipeline.synthetic import HistoryBuilder, random_fix  # noqa: E402
+from swerl.git import safe_env  # noqa: E402
 
 # The parent becomes a child subreaper (Linux prctl PR_SET_CHILD_SUBREAPER = 36) and waits for every
 # descendant: a process the command leaves behind (a pool worker's `git cat-file` or `git diff-tree`

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.mining import _timed  # noqa: E402
-from data_pipeline.gitstore import git_argv, safe_env  # noqa: E402
+from swerl.git import git_argv, safe_env  # noqa: E402
 
 
 def _git(git_dir: Path, *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None) -> bytes:

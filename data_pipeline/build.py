@@ -36,7 +36,6 @@ from data_pipeline.decontam import Decontaminator
 from data_pipeline.dedup import Fingerprint, fingerprints
 from data_pipeline.extract import Dropped, Extracted, extract
 from data_pipeline.filters import candidate_drop_reason
-from data_pipeline.gitstore import ObjectReader
 from data_pipeline.model_rank import ModelRanker
 from data_pipeline.render import build_row, check_expressible
 from data_pipeline.schema import (
@@ -47,6 +46,7 @@ from data_pipeline.schema import (
 )
 from data_pipeline.shards import DATA_COMPRESSION, read_rows, write_drops, write_table
 from data_pipeline.tokens import token_counter
+from swerl.git.objects import ObjectReader
 
 # The stage each drop reason is recorded under, when it is not the stage that raised it.
 _STAGE_OF_REASON = {"context_too_large": "context", "not_expressible": "render"}

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_pipeline.gitstore import GitError, GitPipe, git_argv, run_git, safe_env
+from swerl.git import GitError, git_argv, run_git, safe_env
+from swerl.git.objects import GitPipe
 
 _RECORD = b"\x1e"
 _FIELD = "\x1f"

@@ -23,17 +23,18 @@ from typing import TypeVar
 
 import numpy as np
 
-from data_pipeline import bm25
 from data_pipeline.config import ContextConfig, FilterConfig
 from data_pipeline.edges import EDGES, Delta, LineEdges, apply_deltas
 from data_pipeline.extract import Dropped
 from data_pipeline.filters import file_role
-from data_pipeline.gitstore import GitError, ObjectReader
 from data_pipeline.imports import ModuleIndex, imported_modules, module_names
 from data_pipeline.model_rank import RankRequest
 from data_pipeline.pool import PoolListing
 from data_pipeline.tokens import TokenCounter, count_composed, estimate_tokens, estimate_uncached
 from swerl.edit_format import build_messages, render_repair_prompt, system_prompt_for
+from swerl.git import GitError
+from swerl.git.objects import ObjectReader
+from swerl.retrieval import bm25
 
 _CONTEXT_ROLES = frozenset({"source", "test"})
 _V = TypeVar("_V")

@@ -27,9 +27,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from data_pipeline.gitstore import run_git
 from data_pipeline.schema import instance_id as make_instance_id
 from swerl.errors import UserError
+from swerl.git import run_git
 from swerl.jsonl import load_json, stream_records
 
 TABLE = Path(__file__).with_name("swebench_instances.json.gz")

@@ -20,10 +20,11 @@ from data_pipeline.commits import TOO_LARGE, CommitPatch, FileChange, PatchReade
 from data_pipeline.config import FilterConfig
 from data_pipeline.edges import EDGES, segment_delta
 from data_pipeline.filters import file_role, looks_generated
-from data_pipeline.gitstore import SUBMODULE_MODE, SYMLINK_MODE, GitError, ObjectReader, parse_commit_object
 from data_pipeline.schema import Candidate
 from swerl.edit_format import PatchApplyError, apply_patch_to_contents, parse_patch
 from swerl.edit_format.patch import apply_parsed_patch
+from swerl.git import GitError
+from swerl.git.objects import SUBMODULE_MODE, SYMLINK_MODE, ObjectReader, parse_commit_object
 
 
 @dataclass

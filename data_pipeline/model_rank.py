@@ -16,13 +16,13 @@ of the config, the manifest or a row, and error messages are scrubbed of it.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from data_pipeline.config import ContextConfig
 from swerl.errors import UserError
+from swerl.retrieval.answers import paths_in_answer
 
 if TYPE_CHECKING:
     from swerl.rollout.openai_client import ChatClient
@@ -39,18 +39,6 @@ MAX_ISSUE_CHARS = 12_000
 # Room for the fenced list of paths, plus whatever a model writes around it.
 _ANSWER_TOKENS = 128
 _ANSWER_TOKENS_PER_PATH = 64
-
-_FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
-_PATHLIKE = re.compile(r"[\w./-]+\.\w+")
-
-
-def paths_in_answer(text: str) -> list[str]:
-    """Path-like tokens of a model's answer, in order, without repeats: those of its first fenced block,
-    or of the whole text when it has none (models do not always fence). Leading and trailing `./` are
-    stripped; matching the tokens against real files is the caller's business."""
-    block = _FENCED.search(text)
-    body = block.group(1) if block else text
-    return list(dict.fromkeys(token.strip("./") for token in _PATHLIKE.findall(body)))
 
 
 class RankServerError(UserError, RuntimeError):

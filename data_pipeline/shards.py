@@ -29,9 +29,8 @@ import pyarrow.parquet as pq
 
 from data_pipeline.schema import DROP_SCHEMA
 from swerl.errors import UserError
-from swerl.paths import other_files
+from swerl.paths import MANIFEST, other_files
 
-MANIFEST = "manifest.json"
 _DICTIONARY_COLUMNS = frozenset({"source", "repo", "problem_source", "stage", "reason", "author"})
 # 2: build/ holds prepared rows (dedup runs before context), a `render` stage writes data/.
 # 3: build/ holds only what dedup needs; the fit and expressibility checks moved after dedup, with

@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from data_pipeline.shards import read_table, write_arrow
-from data_pipeline.stats import finished_shards
 from swerl.errors import UserError
+from swerl.paths import finished_shards
 
 METHODS = ("time", "repo", "random")
 

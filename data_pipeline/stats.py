@@ -8,15 +8,13 @@ be read without guessing from the axis.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from data_pipeline.shards import MANIFEST, read_drops, read_table
-from swerl.errors import UserError
+from data_pipeline.shards import read_drops, read_table
+from swerl.paths import data_shards, read_manifest
 
 _STAGE_ORDER = ("collect", "filter", "decontaminate", "extract", "dedup", "context", "render")
 
@@ -59,33 +57,6 @@ class Funnel:
             spent = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in self.cpu.items())
             lines.append(f"worker CPU             {spent} (git's own CPU not included)")
         return "\n".join(lines)
-
-
-def read_manifest(out: Path) -> dict[str, Any]:
-    """The manifest of mining output `out` (a UserError when `out` is not one)."""
-    path = out / MANIFEST
-    if not path.is_file():
-        raise UserError(f"{out} is not a mining output directory (no {MANIFEST})")
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def data_shards(out: Path, manifest: dict[str, Any]) -> list[Path]:
-    """The data shards the manifest records as rendered, in order (a shard that kept no row has no
-    file). A run stopped mid-way can leave shards written but not yet recorded (the resumed run writes
-    them again), which the funnel does not count either, so no reader of the rows should."""
-    rendered = manifest["stages"].get("render", {}).get("shards", {})
-    return [out / "data" / name for name, info in sorted(rendered.items()) if info["rows"]]
-
-
-def finished_shards(out: Path) -> list[Path]:
-    """`data_shards` of a mining output whose run has finished: while it has not, its data/ may hold
-    shards the resumed run writes again and its counts are partial, so no reader should take its rows."""
-    manifest = read_manifest(out)
-    if not manifest["stages"].get("render", {}).get("done"):
-        raise UserError(
-            f"{out}: the mining run is not finished; resume it (the same swerl data mine command) first"
-        )
-    return data_shards(out, manifest)
 
 
 def funnel(out: Path) -> Funnel:

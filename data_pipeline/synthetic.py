@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_pipeline.gitstore import safe_env
+from swerl.git import safe_env
 from swerl.synth_repo import mutate_lines, stdlib_sources
 
 _EPOCH = 1_700_000_000

@@ -1,8 +1,16 @@
-"""Checks on paths a command reads or writes, shared by argument types and config checks."""
+"""Checks on paths a command reads or writes, shared by argument types and config checks, and where a
+mining output keeps its rows: the reading side of the format `data_pipeline` writes, which trainers,
+validation and export read without importing the pipeline."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
+
+from swerl.errors import UserError
+
+MANIFEST = "manifest.json"
 
 
 def file_in_the_way(path: Path) -> Path | None:
@@ -19,7 +27,7 @@ def is_mining_output(path: Path) -> bool:
     return (
         path.is_dir()
         and not any(path.glob("*.parquet"))
-        and (path / "manifest.json").is_file()
+        and (path / MANIFEST).is_file()
         and (path / "data").is_dir()
     )
 
@@ -30,12 +38,37 @@ def row_files(path: Path) -> list[Path]:
     data/ may hold shards the run will write again, which no count of the run includes), a folder's
     .parquet files sorted, a file itself, nothing if absent."""
     if is_mining_output(path):
-        from data_pipeline.stats import finished_shards
-
         return finished_shards(path)
     if path.is_dir():
         return sorted(path.glob("*.parquet"))
     return [path] if path.is_file() else []
+
+
+def read_manifest(out: Path) -> dict[str, Any]:
+    """The manifest of mining output `out` (a UserError when `out` is not one)."""
+    path = out / MANIFEST
+    if not path.is_file():
+        raise UserError(f"{out} is not a mining output directory (no {MANIFEST})")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def data_shards(out: Path, manifest: dict[str, Any]) -> list[Path]:
+    """The data shards the manifest records as rendered, in order (a shard that kept no row has no
+    file). A run stopped mid-way can leave shards written but not yet recorded (the resumed run writes
+    them again), which the funnel does not count either, so no reader of the rows should."""
+    rendered = manifest["stages"].get("render", {}).get("shards", {})
+    return [out / "data" / name for name, info in sorted(rendered.items()) if info["rows"]]
+
+
+def finished_shards(out: Path) -> list[Path]:
+    """`data_shards` of a mining output whose run has finished: while it has not, its data/ may hold
+    shards the resumed run writes again and its counts are partial, so no reader should take its rows."""
+    manifest = read_manifest(out)
+    if not manifest["stages"].get("render", {}).get("done"):
+        raise UserError(
+            f"{out}: the mining run is not finished; resume it (the same swerl data mine command) first"
+        )
+    return data_shards(out, manifest)
 
 
 def other_files(folder: Path, shown: int) -> str | None:
@@ -57,8 +90,6 @@ def hold_folder(folder: Path, what: str) -> None:
     because the first writes its files only later). Filesystems without locks are let through."""
     import fcntl
     import os
-
-    from swerl.errors import UserError
 
     folder = folder.resolve()
     if folder in _HELD:

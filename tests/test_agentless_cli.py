@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from agentless.evaluate import HarnessUnavailable, docker_problem, fresh_run_id, official_command
-from agentless.execution.docker import instance_image
-from agentless.instances import instance_from_row
 from swerl.cli import agentless
 from swerl.errors import UserError
+from swerl.execution.docker import instance_image
+from swerl.execution.evaluate import HarnessUnavailable, docker_problem, fresh_run_id, official_command
+from swerl.execution.instances import instance_from_row
 
 
 def _main(argv: list[str]) -> int:
@@ -110,7 +110,7 @@ def test_local_evaluate_without_swebench_is_an_error_not_a_report(tmp_path: Path
 def test_docker_backend_refuses_without_engine() -> None:
     if docker_problem() is None:
         pytest.skip("a Docker engine is reachable here")
-    from agentless.execution.docker import DockerBackend
+    from swerl.execution.docker import DockerBackend
 
     with pytest.raises(HarnessUnavailable, match="Docker engine"):
         DockerBackend()
@@ -146,7 +146,7 @@ def _demo_args(tmp_path: Path, clones: Path) -> list[str]:
 )
 @pytest.mark.parametrize("bare", [True, False])
 def test_clones_are_found_in_any_usual_layout(tmp_path: Path, layout: str, bare: bool) -> None:
-    from agentless.repos import find_clone
+    from swerl.git.clones import find_clone
     from swerl.synth_repo import git
 
     assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0
@@ -250,7 +250,7 @@ def test_report_against_another_dataset_than_the_runs_is_an_error(
     ],
 )
 def test_predictions_the_harness_would_misread_are_refused(tmp_path: Path, rows: list, message: str) -> None:
-    from agentless.evaluate import read_predictions
+    from swerl.execution.evaluate import read_predictions
 
     path = tmp_path / "preds.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -260,7 +260,7 @@ def test_predictions_the_harness_would_misread_are_refused(tmp_path: Path, rows:
 
 def test_predictions_for_none_of_the_instances_are_refused(tmp_path: Path) -> None:
     pytest.importorskip("swebench")
-    from agentless.evaluate import evaluate_local
+    from swerl.execution.evaluate import evaluate_local
 
     instance = instance_from_row(
         {"instance_id": "o__r-1", "repo": "o/r", "base_commit": "0" * 40, "problem_statement": "p"}
@@ -290,7 +290,7 @@ class _CountingBackend:
 
 def test_a_second_evaluation_into_one_folder_is_refused_resumed_or_overwritten(tmp_path: Path) -> None:
     pytest.importorskip("swebench")
-    from agentless.evaluate import evaluate_local, prepare_out_dir
+    from swerl.execution.evaluate import evaluate_local, prepare_out_dir
 
     rows = [
         {"instance_id": f"o__r-{n}", "repo": "o/r", "base_commit": "0" * 40, "problem_statement": "p"}

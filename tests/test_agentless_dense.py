@@ -17,13 +17,13 @@ from tokenizers.pre_tokenizers import Whitespace
 
 import agentless.localize.dense as dense
 import agentless.pipeline as pipeline
-from agentless.instances import Instance
 from agentless.localize.dense import StaticEmbedder, dense_scores, load_wordllama, names_bag
 from agentless.localize.files import RankedFile, RankWeights, add_dense, rank_files
 from agentless.localize.index import IndexCache
 from agentless.pipeline import Context, RunConfig, localize_files
-from agentless.repos import RepoCache
 from swerl.errors import UserError
+from swerl.execution.instances import Instance
+from swerl.git.clones import RepoCache
 
 # The module that asserts is named for rewriting and assertions; the issue says "check". Only the
 # embedding relates the words: no term of the issue occurs in that module.

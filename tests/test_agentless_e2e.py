@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from agentless.demo import GOLD_ANSWER, build_demo
-from agentless.evaluate import evaluate_local, read_predictions
-from agentless.execution.envs import EnvManager
-from agentless.execution.local import LocalBackend
-from agentless.instances import Instance
 from agentless.localize.index import IndexCache
 from agentless.pipeline import PREDICTION_KEYS, Context, RunConfig, run, stage_path
-from agentless.repos import RepoCache
 from agentless.rerank.select import PatchCandidate, select_patch
 from agentless.sampling import EngineSampler
 from swerl.edit_format import build_git_patch
+from swerl.execution.envs import EnvManager
+from swerl.execution.evaluate import evaluate_local, read_predictions
+from swerl.execution.instances import Instance
+from swerl.execution.local import LocalBackend
+from swerl.git.clones import RepoCache
 from swerl.rollout.base import Completion, SamplingParams
 from swerl.sandbox.bwrap import isolation_available
 
@@ -229,7 +229,7 @@ def test_an_interpreter_under_tmp_stays_visible_in_the_sandbox(tmp_path: Path) -
     import subprocess
     import venv
 
-    from agentless.execution.local import bwrap_command
+    from swerl.execution.local import bwrap_command
 
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)

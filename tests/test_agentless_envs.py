@@ -26,13 +26,13 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from agentless.execution.envs import EnvManager, EnvSetupError, EnvSpec, find_python, load_env_specs
-from agentless.execution.local import LocalBackend, RunLimits
-from agentless.instances import Instance
-from agentless.repos import RepoCache
 from swerl.cli import agentless as agentless_cli
 from swerl.edit_format import build_git_patch
 from swerl.errors import UserError
+from swerl.execution.envs import EnvManager, EnvSetupError, EnvSpec, find_python, load_env_specs
+from swerl.execution.instances import Instance
+from swerl.execution.local import LocalBackend, RunLimits
+from swerl.git.clones import RepoCache
 from swerl.sandbox.bwrap import isolation_available
 from swerl.synth_repo import git
 
@@ -203,7 +203,7 @@ def test_a_short_wheelhouse_names_the_repository_and_the_remedy(
     def no_second_attempt(*args: object, **kwargs: object) -> None:
         raise AssertionError("a failed environment was attempted again")
 
-    monkeypatch.setattr("agentless.execution.envs.subprocess.run", no_second_attempt)
+    monkeypatch.setattr("swerl.execution.envs.subprocess.run", no_second_attempt)
     with pytest.raises(EnvSetupError, match="acme/usesdep"):
         envs.python_for(instance, tree)
 
@@ -427,7 +427,7 @@ def test_each_patch_is_judged_on_its_own_tree(
 def test_a_skipped_pass_to_pass_test_is_kept_and_a_skipped_fail_to_pass_is_not(tmp_path: Path) -> None:
     """The harness's rule, through its own grading: (pytest's `-rA` names no skipped test, unittest's
     verbose output, read by the django parser, does)."""
-    from agentless.execution.harness import eval_plan, grade_log
+    from swerl.execution.harness import eval_plan, grade_log
 
     log = tmp_path / "log.txt"
     lines = ["test_a (t.T.test_a) ... ok", "test_b (t.T.test_b) ... skipped 'no db'"]
@@ -447,7 +447,7 @@ def test_a_skipped_pass_to_pass_test_is_kept_and_a_skipped_fail_to_pass_is_not(t
 def test_gold_run_lists_environment_failures_and_both_verdicts(
     src_instance: Instance, wheelhouse: Path, tmp_path: Path
 ) -> None:
-    from agentless.evaluate import evaluate_local, predictions_for
+    from swerl.execution.evaluate import evaluate_local, predictions_for
 
     backend = _harness(tmp_path, wheelhouse)
     gold = evaluate_local([src_instance], predictions_for("gold", [src_instance]), backend, tmp_path / "gold")
@@ -501,7 +501,7 @@ def test_patch_fallbacks_and_test_file_reset(
 
 
 def test_a_run_without_results_is_an_environment_failure_of_the_whole_instance() -> None:
-    from agentless.evaluate import run_failure_reason
+    from swerl.execution.evaluate import run_failure_reason
 
     log = "ImportError while loading conftest\nE   AttributeError: `np.Inf` was removed\n: '>>>>> End'\n"
     assert run_failure_reason(log) == "E   AttributeError: `np.Inf` was removed"
@@ -509,7 +509,7 @@ def test_a_run_without_results_is_an_environment_failure_of_the_whole_instance()
 
 
 def test_failure_reasons_come_from_the_summary_or_the_tests_section() -> None:
-    from agentless.evaluate import failure_reason
+    from swerl.execution.evaluate import failure_reason
 
     log = "\n".join(
         [
@@ -529,7 +529,7 @@ def test_failure_reasons_come_from_the_summary_or_the_tests_section() -> None:
 
 
 def test_a_gold_instance_that_cannot_run_here_is_listed_with_the_reason(tmp_path: Path) -> None:
-    from agentless.evaluate import evaluate_local, predictions_for
+    from swerl.execution.evaluate import evaluate_local, predictions_for
 
     (tmp_path / "clones").mkdir()
     missing = Instance("acme__gone-1", "acme/gone", "0" * 40, "issue", patch="diff --git a/x b/x\n")
@@ -538,8 +538,8 @@ def test_a_gold_instance_that_cannot_run_here_is_listed_with_the_reason(tmp_path
     report = evaluate_local([missing], predictions_for("gold", [missing]), backend, tmp_path / "out")
     assert report["error_ids"] == ["acme__gone-1"] and report["env_failure_ids"] == ["acme__gone-1"]
     reason = report["instances"]["acme__gone-1"]["env_failures"]["*"]
-    assert reason.startswith("RepoError: acme/gone: no clone under")
-    assert "RepoError" in (tmp_path / "out" / "logs" / "acme__gone-1" / "run_instance.log").read_text()
+    assert reason.startswith("GitError: acme/gone: no clone under")
+    assert "GitError" in (tmp_path / "out" / "logs" / "acme__gone-1" / "run_instance.log").read_text()
 
 
 def test_a_new_environment_is_built_from_the_setup_commit_once(tmp_path: Path) -> None:

@@ -11,9 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentless.demo import build_demo
-from agentless.instances import instance_to_row, load_instances
-from agentless.repos import RepoCache, RepoError
 from agentless.stages import StageFile
+from swerl.execution.instances import instance_to_row, load_instances
+from swerl.git import GitError
+from swerl.git.clones import RepoCache
 
 
 def _row(iid: str) -> dict[str, str]:
@@ -100,9 +101,9 @@ def test_repo_cache_mirrors_offline_reads_blobs_and_checks_out(tmp_path: Path) -
     assert not subprocess.run(
         ["git", "status", "--porcelain"], cwd=out, capture_output=True, text=True
     ).stdout
-    with pytest.raises(RepoError, match="not an empty directory"):
+    with pytest.raises(GitError, match="not an empty directory"):
         repos.checkout(instance.repo, instance.base_commit, out)
-    with pytest.raises(RepoError, match="no clone"):
+    with pytest.raises(GitError, match="no clone"):
         RepoCache(tmp_path / "c2", mirror_dir=tmp_path, offline=True).ensure("x/y", "a" * 40)
-    with pytest.raises(RepoError, match="not found"):
+    with pytest.raises(GitError, match="not found"):
         repos.ensure(instance.repo, "b" * 40)

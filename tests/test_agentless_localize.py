@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from agentless.instances import Instance
 from agentless.localize.elements import (
     EditLocation,
     ElementHit,
@@ -27,7 +26,8 @@ from agentless.localize.signals import extract_signals, issue_title
 from agentless.localize.skeleton import elements_of, skeleton
 from agentless.pipeline import Context, RunConfig, localize_files
 from agentless.repair.context import windows
-from agentless.repos import RepoCache
+from swerl.execution.instances import Instance
+from swerl.git.clones import RepoCache
 
 TRACEBACK_ISSUE = """\
 Parsing fails for headers with a trailing comment

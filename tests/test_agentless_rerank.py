@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentless.execution.base import TestRun, parse_pytest_report
-from agentless.instances import Instance
 from agentless.report import gold_changed_lines, score_instance, summarize
 from agentless.rerank.normalize import normalize_source, normalized_key
 from agentless.rerank.regression import parse_excluded_tests, regression_filter_messages
 from agentless.rerank.select import PatchCandidate, related_test_files, select_patch
 from agentless.rerank.vote import group_candidates, majority_vote
 from swerl.edit_format import build_git_patch
+from swerl.execution.base import TestRun, parse_pytest_report
+from swerl.execution.instances import Instance
 
 OLD = 'def f(x):\n    """Add one."""\n    return x - 1\n'
 

@@ -91,9 +91,9 @@ def test_a_rewritten_file_is_scanned_and_the_store_is_bounded():
 def _ranked_one_by_one(builder, base_commit, problem, modified, new_paths):
     """What `_ranked_tiers` ranks (both parts, in order), the plain way: every pool file's facts, BM25
     over all of them, each file's tier looked at in turn (the ranking before the pool index)."""
-    from data_pipeline import bm25
     from data_pipeline.context import _imports, _split
     from data_pipeline.imports import ModuleIndex, module_names
+    from swerl.retrieval import bm25
 
     shas: dict[str, str] = {}
     pool = builder._pool(base_commit, {_split(p)[1] for p in [*modified, *new_paths]}, modified, shas)
@@ -134,8 +134,8 @@ def test_the_pool_index_ranks_as_every_file_one_by_one(tmp_path, monkeypatch, ca
     does): its ranking equals ranking the whole pool from scratch, files added, removed and unreadable
     included; with a pool cap below the repository's files too (the pool's edge moves), and for PRs
     that change files of two suffixes (two pool indexes ranked as one)."""
-    from data_pipeline.gitstore import ObjectReader
     from data_pipeline.synthetic import HistoryBuilder, random_fix
+    from swerl.git.objects import ObjectReader
 
     monkeypatch.setattr(context_module, "_POOL_INDEXES", type(context_module._POOL_INDEXES)())
     history = HistoryBuilder(seed=11, files=120)  # copies in subpackages past the stdlib's ~80 modules
@@ -167,8 +167,9 @@ def test_a_pool_followed_by_tree_diffs_is_the_listed_pool(tmp_path, seed):
     edge), it holds what a full listing cut at the cap gives (`_pool`): the pool and the modified files
     met before the cap."""
     from data_pipeline.context import PoolIndex
-    from data_pipeline.gitstore import GitError, ObjectReader
     from data_pipeline.synthetic import HistoryBuilder, random_fix
+    from swerl.git import GitError
+    from swerl.git.objects import ObjectReader
 
     rng = random.Random(seed)
     history = HistoryBuilder(seed=seed, files=100)
@@ -218,8 +219,8 @@ def test_a_pool_followed_by_tree_diffs_is_the_listed_pool(tmp_path, seed):
 def test_a_run_with_another_token_counter_never_reuses_the_pool_index(tmp_path):
     """Facts carry token counts: a second run in the same process (another `--tokenizer`) must rank
     with its own counts, not the ones an earlier run's pool index holds."""
-    from data_pipeline.gitstore import ObjectReader
     from data_pipeline.synthetic import HistoryBuilder, random_fix
+    from swerl.git.objects import ObjectReader
 
     history = HistoryBuilder(seed=3, files=20)
     pr = [random_fix(history) for _ in range(3)][-1]

@@ -16,9 +16,10 @@ from data_pipeline import commits as commits_module
 from data_pipeline.commits import FileChange, PatchReader, parse_diff
 from data_pipeline.edges import EDGES
 from data_pipeline.extract import _rebuild
-from data_pipeline.gitstore import GitError, ObjectReader, blob_id, git_argv, safe_env
 from data_pipeline.synthetic import HistoryBuilder, edge_case_history, random_fix
 from swerl.edit_format import parse_patch
+from swerl.git import GitError, git_argv, safe_env
+from swerl.git.objects import ObjectReader, blob_id
 
 
 @pytest.fixture(scope="module")

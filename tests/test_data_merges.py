@@ -21,12 +21,12 @@ from test_data_github import TOKEN, Replay, _issue, _pull, replay_server
 from test_data_realgit import CORE, Git, _edit, _rows, rows_and_drops
 
 from data_pipeline.config import MineConfig
-from data_pipeline.gitstore import GitError
 from data_pipeline.runner import mine
 from data_pipeline.sources.gharchive import GHArchiveSource
 from data_pipeline.sources.github import GitHubSource, PullLookup
 from data_pipeline.sources.local import LocalSource
 from swerl.edit_format import apply_patch_to_contents
+from swerl.git import GitError
 
 REPO = "acme/widgets"
 GITHUB = {"name": "GitHub", "email": "noreply@github.com", "date": "2024-01-01T05:00:00Z"}

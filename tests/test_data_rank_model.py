@@ -19,19 +19,14 @@ from fake_http import JsonPostServer
 from data_pipeline import model_rank
 from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
 from data_pipeline.context import ContextBuilder
-from data_pipeline.gitstore import ObjectReader
-from data_pipeline.model_rank import (
-    RankRequest,
-    RankServerError,
-    file_layout,
-    paths_in_answer,
-    picks_from_answer,
-)
+from data_pipeline.model_rank import RankRequest, RankServerError, file_layout, picks_from_answer
 from data_pipeline.runner import mine
 from data_pipeline.sources.local import LocalSource
 from data_pipeline.synthetic import HistoryBuilder, random_fix
 from data_pipeline.tokens import estimate_tokens
 from swerl.cli import data as data_cli
+from swerl.git.objects import ObjectReader
+from swerl.retrieval.answers import paths_in_answer
 from swerl.rollout.openai_client import ChatClient, CompletionServerError
 
 KEY_ENV = "SWERL_TEST_RANK_KEY"

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from agentless.localize.index import RepoIndex
-from data_pipeline.bm25 import terms
 from swerl.errors import UserError
+from swerl.retrieval.bm25 import terms
 
 INSTALL_HINT = "pip install 'swerl[dense]'  (or: pip install wordllama)"
 _WEIGHTS = "weights/l2_supercat_256.safetensors"

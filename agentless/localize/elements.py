@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from agentless.localize.signals import IssueSignals
 from agentless.localize.skeleton import Element, elements_of, skeleton
-from data_pipeline.bm25 import bm25_scores, doc_stats
+from swerl.retrieval.bm25 import bm25_scores, doc_stats
 
 LONG_ELEMENT_LINES = 150
 """A chosen class longer than this contributes only its first CLASS_HEAD_LINES lines as a location."""

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from agentless.localize.elements import element_bm25
 from agentless.localize.index import RepoIndex, is_peripheral_path, is_source, is_test_path
 from agentless.localize.signals import IssueSignals, extract_signals, issue_title
-from data_pipeline.bm25 import bm25_scores, doc_stats, terms
-from data_pipeline.model_rank import paths_in_answer
+from swerl.retrieval.answers import paths_in_answer
+from swerl.retrieval.bm25 import bm25_scores, doc_stats, terms
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ is just its path -> blob table: indexing a new commit of a known repository only
 changed. Both live under the cache directory; the blob store is pickled, so the cache directory must be
 one this user owns (it is never downloaded).
 
-BM25 itself is `data_pipeline.bm25` (the mining pipeline's ranking of unmodified files), reused so that
+BM25 itself is `swerl.retrieval.bm25` (the mining pipeline's ranking of unmodified files), reused so that
 both places tokenize code identically.
 """
 
@@ -21,8 +21,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentless.repos import RepoCache, repo_slug
-from data_pipeline.bm25 import doc_stats
+from swerl.git import repo_slug
+from swerl.git.clones import RepoCache
+from swerl.retrieval.bm25 import doc_stats
 
 SOURCE_SUFFIXES = (".py", ".pyx", ".pyi")
 MAX_INDEXED_BYTES = 1 << 20

@@ -22,11 +22,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentless.execution.base import ExecutionBackend, TestRun
-from agentless.instances import Instance
 from agentless.rerank.normalize import normalized_key
 from agentless.rerank.vote import Group, group_candidates
 from swerl.edit_format import build_git_patch
+from swerl.execution.base import ExecutionBackend, TestRun
+from swerl.execution.instances import Instance
 
 
 @dataclass

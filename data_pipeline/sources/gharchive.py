@@ -30,11 +30,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from data_pipeline.commits import CommitInfo, first_parent_history
 from data_pipeline.engines import worker_pool
-from data_pipeline.gitstore import GitError, ensure_bare_clone, resolve
 from data_pipeline.refs import closing_issues, commit_problem_text, pr_number_from_commit
 from data_pipeline.schema import Candidate, instance_id
 from data_pipeline.spill import Membership, SpillMap
 from swerl.errors import UserError
+from swerl.git import GitError
+from swerl.git.clones import ensure_bare_clone
+from swerl.git.objects import resolve
 
 if TYPE_CHECKING:  # PyGithub is imported only where a token makes the API worth asking
     from data_pipeline.sources.github import PullLookup

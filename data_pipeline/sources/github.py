@@ -29,10 +29,10 @@ import github
 import requests
 from github import Auth, GithubException, RateLimitExceededException
 
-from data_pipeline.gitstore import ensure_bare_clone
 from data_pipeline.refs import closing_issues
 from data_pipeline.schema import Candidate, instance_id
 from swerl.errors import UserError
+from swerl.git.clones import ensure_bare_clone
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 8

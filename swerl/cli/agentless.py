@@ -305,7 +305,7 @@ _LOCAL_DATASET = "pass a local .parquet/.jsonl file in the SWE-bench schema"
 
 
 def _instances(args: argparse.Namespace) -> list[Any]:
-    from agentless.instances import DATASET_ALIASES, load_instances
+    from swerl.execution.instances import DATASET_ALIASES, load_instances
 
     if not Path(args.dataset).exists():
         # Not a file: a hub dataset id or alias, which needs the network. Each way this can fail is said in
@@ -334,7 +334,7 @@ def _instances(args: argparse.Namespace) -> list[Any]:
 def _context(args: argparse.Namespace, sampler: Any, backend: Any) -> Any:
     from agentless.localize.index import IndexCache
     from agentless.pipeline import Context
-    from agentless.repos import RepoCache
+    from swerl.git.clones import RepoCache
 
     repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
     _record_repo_options(args)
@@ -420,16 +420,16 @@ def _backend(args: argparse.Namespace) -> Any:
     if not (args.regression or args.regression_from_gold_pass_to_pass or args.reproduction):
         return None
     if args.backend == "docker":
-        from agentless.execution.docker import DockerBackend
+        from swerl.execution.docker import DockerBackend
 
         return DockerBackend()
     return _local_backend(args)
 
 
 def _local_backend(args: argparse.Namespace) -> Any:
-    from agentless.execution.envs import BUILTIN_SPECS, EnvManager, load_env_specs
-    from agentless.execution.local import LocalBackend, RunLimits
-    from agentless.repos import RepoCache
+    from swerl.execution.envs import BUILTIN_SPECS, EnvManager, load_env_specs
+    from swerl.execution.local import LocalBackend, RunLimits
+    from swerl.git.clones import RepoCache
 
     repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
     specs = load_env_specs(args.env_specs or BUILTIN_SPECS)
@@ -554,8 +554,8 @@ def _run_report(args: argparse.Namespace) -> int:
 def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bool) -> int:
     from agentless.pipeline import stage_path
     from agentless.report import format_summary, missed_instance, score_instance, summarize
-    from agentless.repos import RepoCache
     from agentless.stages import StageFile
+    from swerl.git.clones import RepoCache
 
     if not any(inst.patch for inst in instances):
         # Rows of another kind (the data pipeline's) have no gold patch: a report of zeros would read
@@ -609,8 +609,8 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    from agentless.evaluate import evaluate_local, evaluate_official, predictions_for, prepare_out_dir
-    from agentless.instances import DATASET_ALIASES
+    from swerl.execution.evaluate import evaluate_local, evaluate_official, predictions_for, prepare_out_dir
+    from swerl.execution.instances import DATASET_ALIASES
 
     if args.backend == "docker":
         dataset = DATASET_ALIASES.get(args.dataset.lower(), args.dataset)
@@ -623,7 +623,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         )
         print(f"harness run id: {run_id} (exit status {status})", file=sys.stderr)
         return status
-    from agentless.execution.harness import harness_api
+    from swerl.execution.harness import harness_api
 
     harness_api()  # grading needs the swebench package: say so before reading anything
     prepare_out_dir(args.out, overwrite=args.overwrite, resume=args.resume)

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentless.evaluate import HarnessUnavailable, docker_problem
-from agentless.execution.base import TestRun, test_files
-from agentless.execution.harness import eval_plan, harness_api, patch_files, test_spec
-from agentless.instances import Instance
 from swerl.errors import UserError
+from swerl.execution.base import TestRun, test_files
+from swerl.execution.evaluate import HarnessUnavailable, docker_problem
+from swerl.execution.harness import eval_plan, harness_api, patch_files, test_spec
+from swerl.execution.instances import Instance
 
 
 def instance_image(instance: Instance) -> str:

@@ -29,13 +29,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentless.execution.harness import grade_log, harness_api
-from agentless.instances import Instance
 from swerl.errors import UserError
+from swerl.execution.harness import grade_log, harness_api
+from swerl.execution.instances import Instance
 from swerl.jsonl import load_json, read_records
 
 if TYPE_CHECKING:
-    from agentless.execution.local import LocalBackend
+    from swerl.execution.local import LocalBackend
 
 
 class HarnessUnavailable(UserError, RuntimeError):

@@ -6,6 +6,6 @@ the tests in the instance's environment inside bubblewrap; it also judges predic
 SWE-bench instance images. Both return a `TestRun`; reranking never cares which one ran.
 """
 
-from agentless.execution.base import ExecutionBackend, TestRun, parse_pytest_report
+from swerl.execution.base import ExecutionBackend, TestRun, parse_pytest_report
 
 __all__ = ["ExecutionBackend", "TestRun", "parse_pytest_report"]

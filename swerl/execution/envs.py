@@ -35,9 +35,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentless.instances import Instance
-from agentless.repos import repo_slug, run_git
 from swerl.errors import UserError
+from swerl.execution.instances import Instance
+from swerl.git import repo_slug, run_git
 
 
 class EnvSetupError(UserError, RuntimeError):
@@ -348,7 +348,9 @@ def _keep_artifacts(testbed: Path, dest: Path) -> None:
     checkout; a plain directory, as a user's `--python` project may be, has nothing to tell apart)."""
     if not (testbed / ".git").exists():
         return
-    listed = run_git(["ls-files", "--others", "-z"], cwd=testbed).decode("utf-8", "surrogateescape")
+    listed = run_git(testbed / ".git", "ls-files", "--others", "-z", cwd=testbed).decode(
+        "utf-8", "surrogateescape"
+    )
     for name in filter(None, listed.split("\0")):
         if "__pycache__" in name.split("/"):
             continue

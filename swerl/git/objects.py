@@ -2,11 +2,9 @@
 
 Mined repositories are untrusted. Everything here reads git objects directly: commit lists and patches
 come from `git log` (with external diff drivers and textconv filters off), file and tree contents from
-one persistent `git cat-file --batch` per repository (no filters, no textconv: raw objects). Clones are
-made with GitPython. Nothing is checked out, so no
-hook, smudge/clean filter or build step can run, and a symlink is only ever a blob holding a path: we
-skip it instead of following it. The clone cache keeps one bare clone per repository, shared by every
-PR of that repository and by every later run.
+one persistent `git cat-file --batch` per repository (no filters, no textconv: raw objects). Nothing is
+checked out, so no hook, smudge/clean filter or build step can run, and a symlink is only ever a blob
+holding a path: we skip it instead of following it.
 """
 
 from __future__ import annotations
@@ -14,16 +12,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Self
 
-from swerl.errors import UserError
+from swerl.git.command import GitError, git_argv, run_git, safe_env
 
 REGULAR_MODES = frozenset({"100644", "100755"})
 SYMLINK_MODE = "120000"
@@ -35,89 +31,6 @@ _TREE_ENTRY = re.compile(rb"([^ ]*) ([^\0]*)\0(.{20})", re.DOTALL)
 _RESYNC = 4
 # A tree entry's (mode, sha) where a tree has no entry of that name (`ObjectReader.changed_files`).
 _ABSENT = ("", "")
-
-# Config that turns off every way a repository (or a user's config) could make git run a program or
-# rewrite what we read. System and global config are ignored entirely.
-_SAFE_CONFIG = [
-    "core.hooksPath=/dev/null",
-    "core.fsmonitor=false",
-    "core.quotePath=false",
-    "diff.external=",
-    "diff.noprefix=false",
-    "diff.mnemonicPrefix=false",
-    "diff.relative=false",
-    "log.showSignature=false",
-    "color.ui=false",
-]
-
-
-def safe_env() -> dict[str, str]:
-    """The environment for every git process: no system/global config, no prompts, no pager."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(
-        {
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_PAGER": "cat",
-            "LC_ALL": "C",
-        }
-    )
-    return env
-
-
-def git_argv(git_dir: Path, *args: str) -> list[str]:
-    """A git command line against a bare repository with the safe configuration."""
-    argv = ["git", f"--git-dir={git_dir}"]
-    for item in _SAFE_CONFIG:
-        argv += ["-c", item]
-    return [*argv, *args]
-
-
-def run_git(git_dir: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    """Run git and return stdout as bytes (decoding is the caller's business: contents are byte-exact)."""
-    proc = subprocess.run(
-        git_argv(git_dir, *args), input=stdin, capture_output=True, env=safe_env(), check=False
-    )
-    if proc.returncode != 0:
-        raise GitError(f"git {args[0]} failed: {proc.stderr.decode('utf-8', 'replace').strip()}")
-    return proc.stdout
-
-
-class GitError(UserError, RuntimeError):
-    """A git command failed (the message holds git's stderr, never credentials: we pass none to git)."""
-
-
-def repo_key(repo: str) -> str:
-    """`owner/name` -> a file name for the clone cache (`owner__name.git`)."""
-    return repo.replace("/", "__") + ".git"
-
-
-def ensure_bare_clone(cache: Path, repo: str, url: str) -> Path:
-    """The bare clone of `repo` in `cache`, cloned from `url` the first time only.
-
-    Cloned into a temporary sibling and renamed into place, so a run killed mid-clone leaves no
-    half-clone that a later run would trust.
-    """
-    dest = cache / repo_key(repo)
-    if (dest / "HEAD").exists():
-        return dest
-    import git  # GitPython: only to clone (about 30 ms of import that a warm cache never needs)
-
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=cache))
-    try:
-        git.Repo.clone_from(
-            url,
-            tmp / "repo.git",
-            bare=True,
-            env=safe_env(),
-            multi_options=["--quiet"],
-        )
-        os.replace(tmp / "repo.git", dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return dest
 
 
 def parse_commit_object(data: bytes) -> tuple[tuple[str, ...], str]:

@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentless.execution.base import TestRun, parse_pytest_report, test_files
-from agentless.execution.envs import EnvManager, TestEnv
-from agentless.execution.harness import END, START, EvalPlan, eval_plan, grade_log, harness_api, status_map
-from agentless.instances import Instance
-from agentless.repos import RepoCache
+from swerl.execution.base import TestRun, parse_pytest_report, test_files
+from swerl.execution.envs import EnvManager, TestEnv
+from swerl.execution.harness import END, START, EvalPlan, eval_plan, grade_log, harness_api, status_map
+from swerl.execution.instances import Instance
+from swerl.git.clones import RepoCache
 from swerl.sandbox.limits import MIB
 
 Isolation = Literal["bwrap", "none"]

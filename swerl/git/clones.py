@@ -1,4 +1,4 @@
-"""Repository cache: one bare mirror per repository, trees read or checked out at any commit.
+"""Clones: one bare mirror per repository, trees read or checked out at any commit.
 
 Localization only reads blobs, so it never needs a checkout: `files_at` and `read_blobs` go straight to
 the object store. Tests need a work tree: `checkout` makes a shared clone of the mirror at a commit
@@ -19,22 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from swerl.errors import UserError
-
-# Configuration passed on every git call: no hooks, no credential prompts, no system/global config
-# surprises (a user's autocrlf or hooksPath must not change what we read or run).
-_GIT_CONFIG = (
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.autocrlf=false",
-    "-c",
-    "protocol.file.allow=always",
-)
-
-
-class RepoError(UserError, RuntimeError):
-    """A repository or commit could not be found or read."""
+from swerl.git.command import GitError, git_argv, repo_slug, run_git, safe_env
 
 
 @dataclass(frozen=True)
@@ -46,27 +31,31 @@ class TreeEntry:
     mode: str
 
 
-def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"})
-    return env
+def ensure_bare_clone(cache: Path, repo: str, url: str) -> Path:
+    """The bare clone of `repo` in `cache`, cloned from `url` the first time only.
 
+    Cloned into a temporary sibling and renamed into place, so a run killed mid-clone leaves no
+    half-clone that a later run would trust.
+    """
+    dest = cache / f"{repo_slug(repo)}.git"
+    if (dest / "HEAD").exists():
+        return dest
+    import git  # GitPython: only to clone (about 30 ms of import that a warm cache never needs)
 
-def run_git(args: Iterable[str], *, cwd: Path | None = None, input: bytes | None = None) -> bytes:
-    """Run git and return stdout as bytes (decoding is the caller's choice: contents stay byte-exact)."""
-    argv = ["git", *_GIT_CONFIG, *args]
-    proc = subprocess.run(argv, cwd=cwd, input=input, capture_output=True, env=_git_env(), check=False)
-    if proc.returncode != 0:
-        message = proc.stderr.decode("utf-8", errors="replace").strip()
-        raise RepoError(f"git {' '.join(args)} failed: {message}")
-    return proc.stdout
-
-
-def repo_slug(repo: str) -> str:
-    """`owner/name` -> `owner__name`, the file-system name of a repository (as SWE-bench writes ids)."""
-    if repo.count("/") != 1 or ".." in repo:
-        raise ValueError(f"repository must be 'owner/name', got {repo!r}")
-    return repo.replace("/", "__")
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=cache))
+    try:
+        git.Repo.clone_from(
+            url,
+            tmp / "repo.git",
+            bare=True,
+            env=safe_env(),
+            multi_options=["--quiet"],
+        )
+        os.replace(tmp / "repo.git", dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
 
 
 def clone_names(repo: str) -> list[str]:
@@ -130,12 +119,12 @@ class RepoCache:
             if found is not None:
                 return str(found)
             if self.offline:
-                raise RepoError(
+                raise GitError(
                     f"{repo}: no clone under {self.mirror_dir} (looked for {', '.join(clone_names(repo))}, "
                     "each bare or not, or holding the repository as repo/)"
                 )
         if self.offline:
-            raise RepoError(f"{repo}: not cached at {self.bare_path(repo)} and running offline")
+            raise GitError(f"{repo}: not cached at {self.bare_path(repo)} and running offline")
         return f"https://github.com/{repo}.git"
 
     def has_commit(self, repo: str, commit: str) -> bool:
@@ -143,8 +132,8 @@ class RepoCache:
         if not bare.exists():
             return False
         try:
-            run_git(["cat-file", "-e", f"{commit}^{{commit}}"], cwd=bare)
-        except RepoError:
+            run_git(bare, "cat-file", "-e", f"{commit}^{{commit}}")
+        except GitError:
             return False
         return True
 
@@ -159,21 +148,21 @@ class RepoCache:
             # Clone to a temporary name and rename: a half-finished clone must never look usable.
             tmp = Path(tempfile.mkdtemp(prefix=f".{repo_slug(repo)}-", dir=self.root))
             try:
-                run_git(["clone", "--mirror", "--quiet", source, str(tmp / "repo.git")])
+                run_git(None, "clone", "--mirror", "--quiet", source, str(tmp / "repo.git"))
                 (tmp / "repo.git").rename(bare)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         if not self.has_commit(repo, commit):
             try:
-                run_git(["fetch", "--quiet", source, commit], cwd=bare)
-            except RepoError as err:
-                raise RepoError(f"{repo}: commit {commit} not found in {source}: {err}") from err
+                run_git(bare, "fetch", "--quiet", source, commit)
+            except GitError as err:
+                raise GitError(f"{repo}: commit {commit} not found in {source}: {err}") from err
         return bare
 
     def files_at(self, repo: str, commit: str) -> list[TreeEntry]:
         """Regular files of the commit (symlinks and submodules are left out: they hold no code to read)."""
         bare = self.ensure(repo, commit)
-        out = run_git(["ls-tree", "-r", "-z", "--full-tree", commit], cwd=bare)
+        out = run_git(bare, "ls-tree", "-r", "-z", "--full-tree", commit)
         entries = []
         for record in out.split(b"\0"):
             if not record:
@@ -191,11 +180,10 @@ class RepoCache:
             return
         bare = self.bare_path(repo)
         proc = subprocess.Popen(
-            ["git", *_GIT_CONFIG, "cat-file", "--batch"],
-            cwd=bare,
+            git_argv(bare, "cat-file", "--batch"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=_git_env(),
+            env=safe_env(),
         )
         assert proc.stdin is not None and proc.stdout is not None
         try:
@@ -205,7 +193,7 @@ class RepoCache:
                 proc.stdin.flush()
                 header = proc.stdout.readline().split()
                 if len(header) != 3:
-                    raise RepoError(f"{repo}: cannot read blob {sha}")
+                    raise GitError(f"{repo}: cannot read blob {sha}")
                 size = int(header[2])
                 data = proc.stdout.read(size)
                 proc.stdout.read(1)
@@ -218,8 +206,8 @@ class RepoCache:
         """One file's text at `commit`, or None when it does not exist there."""
         bare = self.ensure(repo, commit)
         try:
-            data = run_git(["cat-file", "blob", f"{commit}:{path}"], cwd=bare)
-        except RepoError:
+            data = run_git(bare, "cat-file", "blob", f"{commit}:{path}")
+        except GitError:
             return None
         return data.decode("utf-8", errors="replace")
 
@@ -232,6 +220,15 @@ class RepoCache:
         """
         bare = self.ensure(repo, commit)
         target = Path(dest)
-        run_git(["clone", "--quiet", "--shared", "--no-checkout", str(bare), str(target)])
-        run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit], cwd=target)
+        run_git(None, "clone", "--quiet", "--shared", "--no-checkout", str(bare), str(target))
+        run_git(
+            target / ".git",
+            "-c",
+            "advice.detachedHead=false",
+            "checkout",
+            "--quiet",
+            "--detach",
+            commit,
+            cwd=target,
+        )
         return target

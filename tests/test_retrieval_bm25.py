@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from data_pipeline import bm25
+from swerl.retrieval import bm25
 
 _WORDS = ["parse", "date", "value", "empty", "input", "module", "handler", "cache", "retry", "token"]
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from agentless.instances import Instance
+from swerl.execution.instances import Instance
 
 RunStatus = Literal["ok", "apply_failed", "timeout", "error"]
 TestStatus = Literal["PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS"]

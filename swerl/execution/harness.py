@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from agentless.instances import Instance
 from swerl.errors import UserError
+from swerl.execution.instances import Instance
 
 START = ">>>>> Start Test Output"
 END = ">>>>> End Test Output"
