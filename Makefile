@@ -21,6 +21,7 @@ system-deps:
 lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 test: lint system-deps
 	$(BIN)/python -m pytest -n 2 -q

@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
+from swerl.models.loading import load_model_and_tokenizer
+from swerl.models.tiny import build_tiny_model
 from swerl.trainers.config import GRPOConfig as OurConfig
 from swerl.trainers.data import Example
 from swerl.trainers.grpo import GRPOTrainer

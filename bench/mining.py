@@ -4,7 +4,7 @@ Generates a repository with thousands of PR commits (squash and merge, real stdl
 `data_pipeline.synthetic`), times `git log -p` over it, then times a full `--local` mining run (collect,
 filter, extract, dedup, context, render, Parquet) in a subprocess, and prints the ratio and the peak
 memory of each, as medians of `--repeat` alternated runs, and where mining's CPU went (the workers'
-prepare and render, from the manifest, and the rest). Goal (issue 3): at most 3x the floor.
+prepare and render, from the manifest, and the rest). Goal: at most 3x the floor.
 
     PYTHONPATH=. .venv/bin/python bench/mining.py                 # 3,000 PRs, 40 modules: docs/benchmarks.md
     PYTHONPATH=. .venv/bin/python bench/mining.py --files 1000    # pools of ~1,000 files per PR
@@ -150,7 +150,8 @@ def _mine_argv(root: Path, cache: Path, out: Path, workers: int | None) -> list[
     argv = [
         sys.executable,
         "-m",
-        "swerl.cli.data",
+        "swerl",
+        "data",
         "mine",
         "--local",
         str(root / "repo"),

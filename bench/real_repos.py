@@ -85,7 +85,7 @@ def mine_one(
 ) -> dict[str, Any]:
     """One `swerl data mine --local` run: its funnel, rows, wall and CPU seconds and peak RSS (MiB)."""
     target = out / name.replace("/", "__")
-    cmd = [sys.executable, "-m", "swerl.cli.data", "mine", "--local", str(path), "--repo-name", name]
+    cmd = [sys.executable, "-m", "swerl", "data", "mine", "--local", str(path), "--repo-name", name]
     cmd += ["--ref", ref, "--out", str(target), "--clones", str(clones), "--quiet", *extra]
     try:
         seconds, peak, cpu = _timed(cmd)

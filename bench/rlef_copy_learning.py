@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 
 from swerl.cli.args import nonnegative_int, output_dir, positive_float, positive_int
-from swerl.models.tiny import load_model_and_tokenizer
+from swerl.environments.codecontests import ChatRenderer, feedback_fix_dialogs, sandbox_judge
+from swerl.models.loading import load_model_and_tokenizer
 from swerl.trainers.common import completion_logprobs, pack_sequences
-from swerl.trainers.dialog import ChatRenderer, feedback_fix_dialogs, sandbox_judge
 from swerl.trainers.rlef import load_tasks, reference_answer_ids
 
 

@@ -24,8 +24,8 @@ from swerl.codecontests.extract import extract_answer
 from swerl.codecontests.feedback import render_feedback
 from swerl.codecontests.problems import load_problems
 from swerl.data.rlef_problems import bundled_path
-from swerl.models.tiny import load_model_and_tokenizer
-from swerl.trainers.dialog import ChatRenderer, ContestTask, last_constants, sandbox_judge
+from swerl.environments.codecontests import ChatRenderer, ContestTask, last_constants, sandbox_judge
+from swerl.models.loading import load_model_and_tokenizer
 
 
 def main() -> None:

@@ -98,7 +98,7 @@ def pretrain_recall(
     0.95 (see docs/rlef.md for why not 0.999) and gradient clipping at 1. Returns the loss per step;
     `log` gets a line every 50 steps. Deterministic given `seed` (data and batch order).
     """
-    from swerl.models.tiny import load_model_and_tokenizer
+    from swerl.models.loading import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(model_dir)
     special = set(tokenizer.all_special_ids)

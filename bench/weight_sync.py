@@ -43,7 +43,8 @@ def main() -> None:
 
     os.environ.setdefault("MASTER_PORT", str(free_port()))
     ensure_single_process_env()  # the external launcher reads a torchrun rendezvous
-    from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
+    from swerl.models.loading import load_model_and_tokenizer
+    from swerl.models.tiny import build_tiny_model
     from swerl.rollout.vllm_engine import VLLMEngine
     from swerl.rollout.vllm_server import VLLMServerEngine
 

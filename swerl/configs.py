@@ -152,7 +152,7 @@ def missing_model(name: str, tokenizer: bool = False) -> str | None:
         if (path / marker).is_file():
             return None
         if not tokenizer:
-            from swerl.models.adapters import is_adapter_dir  # loads torch: only folders without config.json
+            from swerl.models.adapters import is_adapter_dir
 
             if is_adapter_dir(path):
                 return None

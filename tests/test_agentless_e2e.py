@@ -1,5 +1,5 @@
 """End to end on a real git repository built by the test: localize, repair, rerank, predictions, and
-the prediction checked with the local backend (bubblewrap + pytest), as the issue's acceptance asks."""
+the prediction checked with the local backend (bubblewrap + pytest)."""
 
 from __future__ import annotations
 
@@ -201,7 +201,8 @@ def test_resume_skips_finished_instances(demo: tuple[Instance, Path, Path], tmp_
 def test_tiny_model_run_completes_with_valid_output(
     demo: tuple[Instance, Path, Path], tmp_path: Path
 ) -> None:
-    from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
+    from swerl.models.loading import load_model_and_tokenizer
+    from swerl.models.tiny import build_tiny_model
     from swerl.rollout.hf import HFEngine
 
     instance, clones, root = demo

@@ -8,8 +8,6 @@ import pytest
 import torch
 
 from swerl.algorithms import (
-    ADVANTAGE_ESTIMATORS,
-    get_advantage_estimator,
     group_advantages,
     group_reward_metrics,
     soft_overlong_penalty,
@@ -84,13 +82,6 @@ def test_zero_std_groups_and_metrics():
     torch.testing.assert_close(m["reward"], torch.tensor(3.5))
     torch.testing.assert_close(m["reward_std"], torch.tensor(0.5))  # mean of stds 1 and 0
     torch.testing.assert_close(m["frac_reward_zero_std"], torch.tensor(0.5))
-
-
-def test_registered_by_name():
-    assert ADVANTAGE_ESTIMATORS["grpo"] is group_advantages
-    assert get_advantage_estimator("turn_gae").__name__ == "turn_level_gae"
-    with pytest.raises(KeyError, match="known"):
-        get_advantage_estimator("gpro")
 
 
 def test_soft_overlong_penalty():

@@ -8,11 +8,9 @@ import pytest
 import torch
 
 from swerl.algorithms import (
-    POLICY_LOSSES,
     aggregate_loss,
     clipped_policy_loss,
     entropy_from_logits,
-    get_policy_loss,
     kl_k3,
     logprob_mismatch,
     masked_mean,
@@ -191,11 +189,6 @@ def test_logprob_mismatch_metrics():
     assert m["sampling/kl_k3"].item() == pytest.approx((math.exp(-0.1) + 0.1 - 1) / 2, abs=1e-7)
     empty = logprob_mismatch(sampler, trainer, torch.zeros_like(mask))
     assert all(v.item() == 0.0 for v in empty.values())
-
-
-def test_policy_loss_registry():
-    assert POLICY_LOSSES["ppo_clip"] is clipped_policy_loss
-    assert get_policy_loss("reinforce") is reinforce_loss
 
 
 def test_dr_grpo_normaliser_is_the_constant_budget_not_the_batch_width():

@@ -46,7 +46,7 @@ def test_help_exits_cleanly_with_a_description(command, capsys):
 
 
 def test_the_installed_command_returns_mains_status_and_freezes_for_the_exit(monkeypatch, tmp_path):
-    """`swerl` (the console script) and `python -m swerl.cli.data` run `main`, then freeze what the
+    """`swerl` (the console script) and `python -m swerl` run `main`, then freeze what the
     process holds so that the interpreter's exit does not walk it (`swerl.cli.exiting`)."""
     from swerl.cli import main as main_module
 
@@ -58,6 +58,6 @@ def test_the_installed_command_returns_mains_status_and_freezes_for_the_exit(mon
         gc.unfreeze()
     not_mined = tmp_path  # a directory, but not a mining output
     done = subprocess.run(
-        [sys.executable, "-m", "swerl.cli.data", "stats", str(not_mined)], capture_output=True, text=True
+        [sys.executable, "-m", "swerl", "data", "stats", str(not_mined)], capture_output=True, text=True
     )
     assert done.returncode == 1 and "swerl: error:" in done.stderr

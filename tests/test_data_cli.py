@@ -14,7 +14,7 @@ from data_pipeline.synthetic import HistoryBuilder, random_fix
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "swerl.cli.data", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "swerl", "data", *args], capture_output=True, text=True, timeout=120
     )
 
 

@@ -313,7 +313,8 @@ def test_cli_never_prints_the_token(server, tmp_path):
         [
             sys.executable,
             "-m",
-            "swerl.cli.data",
+            "swerl",
+            "data",
             "mine",
             "--github",
             REPO,

@@ -1,7 +1,7 @@
 """`--local` mining end to end on a real git history built by the test (no network).
 
-Every row is checked against the acceptance invariants: the oracle patch rebuilds the oracle contents
-from the base contents, and the canonical answer built from the oracle scores exactly 1.0.
+Every row is checked against the invariants a training row must hold: the oracle patch rebuilds the
+oracle contents from the base contents, and the canonical answer built from the oracle scores exactly 1.0.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_every_planned_pr_ends_as_expected(mined):
     assert mined["summary"].rows == len(rows) >= 7
 
 
-def test_rows_meet_the_acceptance_invariants(mined):
+def test_rows_meet_the_training_row_invariants(mined):
     rows = read_dir(mined["out"] / "data")
     merges = {f"acme__widgets-{pr.number}" for pr in mined["prs"] if pr.style == "merge"}
     for row in rows:
@@ -201,7 +201,8 @@ def test_kill_9_then_resume_gives_identical_rows(mined, tmp_path, stage):
     cmd = [
         sys.executable,
         "-m",
-        "swerl.cli.data",
+        "swerl",
+        "data",
         "mine",
         "--local",
         str(mined["repo"]),
@@ -456,7 +457,7 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and PR_SET_PDEATHSIG")
 def test_kill_9_leaves_no_worker_or_git_process_behind(mined, tmp_path):
-    cmd = [sys.executable, "-m", "swerl.cli.data", "mine", "--local", str(mined["repo"]), "--repo-name"]
+    cmd = [sys.executable, "-m", "swerl", "data", "mine", "--local", str(mined["repo"]), "--repo-name"]
     cmd += ["acme/widgets", "--clones", str(tmp_path / "cache"), "--out", str(tmp_path / "out")]
     cmd += ["--shard-size", "2", "--workers", "2", "--quiet"]
     env = {**os.environ, "SWERL_DATA_PAUSE_AFTER_SHARD": "1"}

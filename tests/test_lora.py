@@ -14,8 +14,9 @@ from safetensors.torch import load_file
 
 from swerl.errors import UserError
 from swerl.hub import model_problem
-from swerl.models.adapters import is_adapter_dir, merge_to_folder
-from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
+from swerl.models.adapters import is_adapter_dir
+from swerl.models.loading import load_model_and_tokenizer, merge_to_folder
+from swerl.models.tiny import build_tiny_model
 from swerl.trainers.common import lora_config
 from swerl.trainers.config import GRPOConfig, SFTConfig
 from swerl.trainers.data import Example, build_examples

@@ -1,6 +1,6 @@
 """A scripted policy through a real RLEF episode: wrong first answer, reads the feedback, right second answer.
 
-Checks the acceptance points exactly: the dialog tokens (turn 2's prompt is turn 1's prompt + answer +
+Checks exactly: the dialog tokens (turn 2's prompt is turn 1's prompt + answer +
 feedback ids, nothing re-tokenized), the loss masks (feedback tokens out), the rewards, and that the packed
 batch the trainer learns from lines up with the episode.
 """
@@ -14,9 +14,7 @@ import pytest
 import torch
 
 from swerl.codecontests.problems import parse_problem
-from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
-from swerl.rollout.base import Completion, SamplingParams
-from swerl.trainers.dialog import (
+from swerl.environments.codecontests import (
     ChatRenderer,
     ContestTask,
     EpisodeConfig,
@@ -24,6 +22,9 @@ from swerl.trainers.dialog import (
     run_episodes,
     sandbox_judge,
 )
+from swerl.models.loading import load_model_and_tokenizer
+from swerl.models.tiny import build_tiny_model
+from swerl.rollout.base import Completion, SamplingParams
 from swerl.trainers.rlef import RLEFTrainer, pack_episodes
 
 WRONG = "```python\nn = int(input())\nprint(n + 2)\n```"

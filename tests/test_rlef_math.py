@@ -1,13 +1,13 @@
-"""RLEF's per-turn rewards and turn-level GAE on hand-computed numbers (the issue's first acceptance test)."""
+"""RLEF's per-turn rewards and turn-level GAE on hand-computed numbers."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from swerl.algorithms import turn_level_gae, whiten
-from swerl.trainers.dialog import EpisodeConfig, TurnRecord, task_reward
-from swerl.trainers.rlef import kl_penalized_rewards, turn_tensor
+from swerl.algorithms import kl_penalized_rewards, turn_level_gae, whiten
+from swerl.environments.codecontests import EpisodeConfig, TurnRecord, task_reward
+from swerl.trainers.rlef import turn_tensor
 
 
 def test_kl_penalized_rewards_by_hand() -> None:

@@ -14,10 +14,17 @@ from collections.abc import Sequence
 import pytest
 
 from swerl.codecontests.problems import parse_problem
-from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
+from swerl.environments.codecontests import (
+    ChatRenderer,
+    ContestTask,
+    EpisodeConfig,
+    run_episodes,
+    sandbox_judge,
+)
+from swerl.models.loading import load_model_and_tokenizer
+from swerl.models.tiny import build_tiny_model
 from swerl.rollout.base import Completion, SamplingParams
 from swerl.sandbox import Job, TestCase
-from swerl.trainers.dialog import ChatRenderer, ContestTask, EpisodeConfig, run_episodes, sandbox_judge
 
 ANSWERS = {
     "R": "```python\nprint(input())\n```",  # right: passes the public and the private test

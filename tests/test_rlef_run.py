@@ -11,9 +11,9 @@ import pytest
 from swerl.codecontests.humaneval import load_humaneval
 from swerl.codecontests.problems import load_problems
 from swerl.data.rlef_problems import SPLITS, bundled_path
+from swerl.environments.codecontests import ContestTask, HumanEvalTask, docstring_examples, sandbox_judge
 from swerl.errors import UserError
 from swerl.models.tiny import build_tiny_model
-from swerl.trainers.dialog import ContestTask, HumanEvalTask, docstring_examples, sandbox_judge
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_eval_cli_with_and_without_feedback(
 
 def test_wrong_constant_variant_changes_only_the_last_literal() -> None:
     """The off-by-one variant is the constant copied wrong from the statement; other literals stay."""
-    from swerl.trainers.dialog import corrupted_solutions
+    from swerl.environments.codecontests import corrupted_solutions
 
     code = "a = list(map(int, input().split()))\nprint(sum(1 for x in a if x > 9))\n"
     assert corrupted_solutions(code)[-1] == code.replace("> 9", "> 10")
@@ -105,8 +105,8 @@ def test_wrong_constant_variant_changes_only_the_last_literal() -> None:
 
 def test_fix_dialogs_show_real_feedback_then_the_reference(tiny_dir: Path) -> None:
     """Multi-turn warm-up examples: a wrong answer, the sandbox's feedback on it, the reference as target."""
-    from swerl.models.tiny import load_model_and_tokenizer
-    from swerl.trainers.dialog import ChatRenderer, corrupted_solutions, feedback_fix_dialogs
+    from swerl.environments.codecontests import ChatRenderer, corrupted_solutions, feedback_fix_dialogs
+    from swerl.models.loading import load_model_and_tokenizer
 
     _, tokenizer = load_model_and_tokenizer(str(tiny_dir))
     tasks = [ContestTask(p) for p in load_problems(bundled_path("train")).problems[:3]]
@@ -134,8 +134,8 @@ def test_guessed_constant_fixes_read_the_feedback_and_some_resubmit(tiny_dir: Pa
     the targets are the fix, the rest the wrong answer resubmitted."""
     import random
 
-    from swerl.models.tiny import load_model_and_tokenizer
-    from swerl.trainers.dialog import ChatRenderer, feedback_fix_dialogs, last_constants
+    from swerl.environments.codecontests import ChatRenderer, feedback_fix_dialogs, last_constants
+    from swerl.models.loading import load_model_and_tokenizer
 
     _, tokenizer = load_model_and_tokenizer(str(tiny_dir))
     tasks = [ContestTask(p) for p in load_problems(bundled_path("hidden_train")).problems[::4]]

@@ -18,7 +18,8 @@ import torch
 from tiny_grpo import tiny_grpo, tiny_grpo_config
 
 from swerl.errors import UserError
-from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
+from swerl.models.loading import load_model_and_tokenizer
+from swerl.models.tiny import build_tiny_model
 from swerl.net import free_port
 from swerl.rollout import HFEngine, SamplingParams
 from swerl.rollout.vllm_server import VLLMServerEngine, wait_for_server

@@ -1,5 +1,6 @@
-"""The attacks of issue 17, each contained with the right verdict, in a persistent sandbox and with a
-bubblewrap per test, and the host unchanged: no namespace of their own, limits over all of a test's
+"""Hostile programs (fork bombs, namespace escapes, memory and output floods, judge crashers), each
+contained with the right verdict, in a persistent sandbox and with a bubblewrap per test, and the host
+unchanged: no namespace of their own, limits over all of a test's
 processes, a judge that any output cannot crash, and verdicts from evidence rather than from stderr."""
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ import torch
 
 from swerl.errors import UserError
 from swerl.learner import read_metrics
-from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
+from swerl.models.loading import load_model_and_tokenizer
+from swerl.models.tiny import build_tiny_model
 from swerl.reward import RewardResult
 from swerl.trainers.common import completion_logprobs, pack_sequences
 from swerl.trainers.config import GRPOConfig

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from swerl.edit_format import canonical_answer, parse_answer
-from swerl.models.tiny import EOS_TOKEN, build_tiny_model, load_model_and_tokenizer
+from swerl.models.loading import load_model_and_tokenizer
+from swerl.models.tiny import EOS_TOKEN, build_tiny_model
 from swerl.trainers.config import SFTConfig
 from swerl.trainers.data import build_examples, read_rows
 from swerl.trainers.sft import SFTTrainer, answer_suffix, build_sft_examples

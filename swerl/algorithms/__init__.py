@@ -2,8 +2,7 @@
 
 Nothing here knows about models, optimizers or data: every function takes tensors and returns tensors
 (and a dict of detached metrics where a loss has some), so each one is unit-tested on hand-computed
-numbers. Estimators and losses are registered by name (`ADVANTAGE_ESTIMATORS`, `POLICY_LOSSES`) so a
-config can choose them without the trainer branching on strings. docs/algorithms.md states the choices.
+numbers. docs/algorithms.md states the choices.
 """
 
 from swerl.algorithms.diagnostics import logprob_mismatch
@@ -24,33 +23,20 @@ from swerl.algorithms.losses import (
     token_logprobs,
     truncated_is_weights,
 )
-from swerl.algorithms.ppo import clipped_value_loss, turn_level_gae, whiten
-from swerl.algorithms.registry import (
-    ADVANTAGE_ESTIMATORS,
-    POLICY_LOSSES,
-    get_advantage_estimator,
-    get_policy_loss,
-    register_advantage,
-    register_policy_loss,
-)
+from swerl.algorithms.ppo import clipped_value_loss, kl_penalized_rewards, turn_level_gae, whiten
 
 __all__ = [
-    "ADVANTAGE_ESTIMATORS",
-    "POLICY_LOSSES",
     "aggregate_loss",
     "clipped_policy_loss",
     "clipped_value_loss",
     "entropy_from_logits",
-    "get_advantage_estimator",
-    "get_policy_loss",
     "group_advantages",
     "group_reward_metrics",
     "kl_k3",
+    "kl_penalized_rewards",
     "logprob_mismatch",
     "masked_mean",
     "masked_sum",
-    "register_advantage",
-    "register_policy_loss",
     "reinforce_loss",
     "soft_overlong_penalty",
     "token_logprobs",

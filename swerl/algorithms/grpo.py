@@ -19,8 +19,6 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from swerl.algorithms.registry import register_advantage
-
 RewardScale = Literal["group", "batch", "none"]
 
 
@@ -41,7 +39,6 @@ def _unbiased_std(x: Tensor, dim: int | None = None) -> Tensor:
     return x.std(dim=dim) if dim is not None else x.std()
 
 
-@register_advantage("grpo")
 def group_advantages(
     rewards: Tensor,
     group_size: int,

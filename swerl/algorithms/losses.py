@@ -26,8 +26,6 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from swerl.algorithms.registry import register_policy_loss
-
 Aggregation = Literal["token-mean", "seq-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
 AGGREGATIONS: tuple[str, ...] = Aggregation.__args__
 ImportanceSamplingLevel = Literal["token", "sequence"]
@@ -225,7 +223,6 @@ def truncated_is_weights(old_logp: Tensor, sampler_logp: Tensor, cap: float) -> 
         return torch.exp(log_ratio).clamp(max=cap)
 
 
-@register_policy_loss("ppo_clip")
 def clipped_policy_loss(
     logp: Tensor,
     old_logp: Tensor,
@@ -301,7 +298,6 @@ def clipped_policy_loss(
     return loss, metrics
 
 
-@register_policy_loss("reinforce")
 def reinforce_loss(
     logp: Tensor,
     old_logp: Tensor,

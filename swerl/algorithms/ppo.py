@@ -1,4 +1,5 @@
-"""PPO pieces for multi-turn episodes (RLEF): GAE over *turns*, the clipped value loss, whitening.
+"""PPO pieces for multi-turn episodes (RLEF): GAE over *turns*, the clipped value loss, whitening, the
+per-answer KL-penalized reward.
 
 In RLEF an episode is up to three turns: the model writes code, sees public-test feedback, writes
 again. A value head scores each turn's state (the prompt so far), the reward arrives at the end of the
@@ -12,10 +13,8 @@ import torch
 from torch import Tensor
 
 from swerl.algorithms.losses import masked_mean
-from swerl.algorithms.registry import register_advantage
 
 
-@register_advantage("turn_gae")
 def turn_level_gae(
     rewards: Tensor,
     values: Tensor,
@@ -98,3 +97,12 @@ def whiten(x: Tensor, mask: Tensor | None = None, shift_mean: bool = True, eps: 
     if not shift_mean:
         scaled = scaled + mean
     return torch.where(m, scaled, xf)
+
+
+def kl_penalized_rewards(task_rewards: Tensor, policy_logp: Tensor, ref_logp: Tensor, beta: float) -> Tensor:
+    """R_t = r_t - beta * log(pi(a_t|c_t) / rho(a_t|c_t)); the log-probs are per answer (summed over tokens).
+
+    The penalty is the sampled estimate of KL(pi || rho) for that answer: positive on average, so it pulls
+    the policy back toward the start model, per turn, where the task reward lives.
+    """
+    return task_rewards.float() - beta * (policy_logp.float() - ref_logp.float())

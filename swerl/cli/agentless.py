@@ -395,7 +395,7 @@ def _sampler(args: argparse.Namespace) -> Any:
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
         engine = OpenAIEngine(args.openai_base_url, args.model)
     else:
-        from swerl.models.tiny import load_model_and_tokenizer
+        from swerl.models.loading import load_model_and_tokenizer
         from swerl.rollout.hf import HFEngine
 
         model, tokenizer = load_model_and_tokenizer(args.model, dtype=args.dtype, device=args.device)

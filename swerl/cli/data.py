@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from data_pipeline.config import MineConfig
-from swerl.cli import exiting
 from swerl.cli.args import (
     existing_dir,
     nonnegative_int,
@@ -463,14 +461,3 @@ def _run_split(args: argparse.Namespace) -> int:
     print(f"{dest / 'train.parquet'}: {train} rows", file=sys.stderr)
     print(f"{dest / 'eval.parquet'}: {held_out} rows (held out by {args.by})", file=sys.stderr)
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry (`python -m swerl.cli.data mine ...`), the same as `swerl data ...`."""
-    from swerl.cli.main import main as swerl_main
-
-    return swerl_main(["data", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(exiting(main()))

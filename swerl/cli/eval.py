@@ -1,6 +1,6 @@
 """`swerl eval codecontests|humaneval`: n@k solve rates of a model with execution feedback, with CIs.
 
-Both commands sample dialogs with the RLEF episode machinery (`swerl.trainers.dialog`): up to
+Both commands sample dialogs with the RLEF episode machinery (`swerl.environments.codecontests`): up to
 `--max-turns` answers, each failed public test run turned into feedback, every answer judged on the
 held-out tests, then n@k with bootstrap confidence intervals (`swerl.evaluation.nak`). The two ablations
 of the paper are flags: `--no-feedback` (independent answers, same budget in answers) and
@@ -136,8 +136,8 @@ def parse_nk(text: str) -> list[tuple[int, int]]:
 def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
     import torch
 
-    from swerl.models.tiny import load_model_and_tokenizer
-    from swerl.trainers.dialog import ChatRenderer, EpisodeConfig, evaluate_dialogs, sandbox_judge
+    from swerl.environments.codecontests import ChatRenderer, EpisodeConfig, evaluate_dialogs, sandbox_judge
+    from swerl.models.loading import load_model_and_tokenizer
 
     if args.limit:
         tasks = tasks[: args.limit]
@@ -162,7 +162,8 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
 
         from transformers import AutoTokenizer
 
-        from swerl.models.adapters import is_adapter_dir, merge_to_folder
+        from swerl.models.adapters import is_adapter_dir
+        from swerl.models.loading import merge_to_folder
         from swerl.rollout.vllm_engine import VLLMEngine, vllm_missing
 
         problem = vllm_missing("--engine vllm", "Without GPUs use --engine hf (the default).")
@@ -226,7 +227,7 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
 
 def _run_codecontests(args: argparse.Namespace) -> int:
     from swerl.codecontests.problems import load_hub, load_problems
-    from swerl.trainers.dialog import ContestTask
+    from swerl.environments.codecontests import ContestTask
 
     if args.data == "bundled" or (args.data or "").startswith("bundled:"):
         from swerl.data.rlef_problems import bundled_path
@@ -248,6 +249,6 @@ def _run_codecontests(args: argparse.Namespace) -> int:
 
 def _run_humaneval(args: argparse.Namespace) -> int:
     from swerl.codecontests.humaneval import load_humaneval
-    from swerl.trainers.dialog import HumanEvalTask
+    from swerl.environments.codecontests import HumanEvalTask
 
     return _evaluate(args, [HumanEvalTask(p) for p in load_humaneval(args.data)])

@@ -302,7 +302,8 @@ def _run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from swerl.cli.plot import plot_run
-    from swerl.models.tiny import build_tiny_model, load_model_and_tokenizer
+    from swerl.models.loading import load_model_and_tokenizer
+    from swerl.models.tiny import build_tiny_model
     from swerl.trainers.config import GRPOConfig, SFTConfig
     from swerl.trainers.data import build_examples
     from swerl.trainers.grpo import GRPOTrainer

@@ -45,14 +45,3 @@ def load_merged(adapter_dir: str | Path, base: Any) -> Any:
     """`base` (the model named by `base_model_of`) with the adapters of `adapter_dir` merged into it."""
     peft = require_peft()
     return peft.PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
-
-
-def merge_to_folder(adapter_dir: str | Path, out_dir: str | Path) -> Path:
-    """Write base + merged adapters (and the tokenizer) to `out_dir` as a plain HF model folder."""
-    from swerl.models.tiny import load_model_and_tokenizer
-
-    model, tokenizer = load_model_and_tokenizer(adapter_dir, dtype="auto")
-    out = Path(out_dir)
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    return out

@@ -9,8 +9,8 @@ re-tokenizing does not give them back (a BPE tokenizer may merge the same text d
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Protocol, runtime_checkable
 
 FinishReason = Literal["stop", "length"]
 
@@ -45,6 +45,13 @@ class SamplingParams:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         # Accept any iterable of ints (lists from YAML) but store a tuple so the params stay hashable.
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+
+    @classmethod
+    def from_known(cls, **values: Any) -> SamplingParams:
+        """Params from the values among `values` that this class knows: a trainer passes its whole sampling
+        configuration, whatever fields a given engine's params leave out."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
 
     @property
     def greedy(self) -> bool:

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from swerl.models.tiny import parse_dtype
+from swerl.models.loading import parse_dtype
 
 CHANNEL_BACKENDS = ("nccl", "gloo")
 

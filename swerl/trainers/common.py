@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from swerl.algorithms import entropy_from_logits, token_logprobs
 from swerl.errors import UserError
 from swerl.learner.layout import latest_checkpoint
 from swerl.models.adapters import require_peft
+from swerl.rollout.base import SamplingParams
 from swerl.trainers.config import LoRAConfig, TrainConfig
 from swerl.trainers.data import Example
 from swerl.trainers.rewards import GroupReward
@@ -24,14 +25,14 @@ from swerl.trainers.rewards import GroupReward
 def load_policy(name_or_path: str, config: TrainConfig) -> tuple[Any, Any]:
     """Model and tokenizer through the project's loader, built the way the run holds the model.
 
-    `swerl.models.tiny.load_model_and_tokenizer` knows the tokenizer quirks of locally built tiny models
+    `swerl.models.loading.load_model_and_tokenizer` knows the tokenizer quirks of locally built tiny models
     and loads any HF id or directory the same way. Under ZeRO-3 the model is created partitioned
     (`swerl.learner.learner.model_construction`), in the run's dtype (`weights_dtype`: bf16 under
     DeepSpeed with bf16, float32 otherwise, where the plain path autocasts).
     """
     from swerl.learner import init_distributed
     from swerl.learner.learner import model_construction, weights_dtype
-    from swerl.models.tiny import load_model_and_tokenizer
+    from swerl.models.loading import load_model_and_tokenizer
 
     dist = init_distributed()
     extra = {"trust_remote_code": True} if config.trust_remote_code else {}
@@ -113,14 +114,6 @@ def unmatched_module_names(model: Any, names: list[str]) -> list[str]:
     rest, so one typo among several targets would train fewer layers than asked, without a word."""
     modules = [name for name, _ in model.named_modules() if name]
     return [n for n in names if not any(m == n or m.endswith("." + n) for m in modules)]
-
-
-def sampling_params(**values: Any) -> Any:
-    """`swerl.rollout.base.SamplingParams` from the values it knows (engines differ in what they take)."""
-    from swerl.rollout.base import SamplingParams
-
-    known = {f.name for f in fields(SamplingParams)}
-    return SamplingParams(**{k: v for k, v in values.items() if k in known})
 
 
 def resolve_resume(config: TrainConfig) -> Path | None:
@@ -275,7 +268,7 @@ def evaluate(
     rewards: list[float] = []
     errors: Counter[str] = Counter()
     samples: list[dict[str, Any]] = []
-    params = sampling_params(
+    params = SamplingParams.from_known(
         n=1, max_tokens=max_new_tokens, max_new_tokens=max_new_tokens, temperature=temperature
     )
     for lo in range(0, len(examples), batch_size):

@@ -439,8 +439,9 @@ class RLEFConfig(TrainConfig):
         return found
 
     def episode_config(self, **changes: Any) -> Any:
-        """The `swerl.trainers.dialog.EpisodeConfig` of these settings (imported here: it needs torch)."""
-        from swerl.trainers.dialog import EpisodeConfig
+        """The `swerl.environments.codecontests.EpisodeConfig` of these settings (imported here: it needs
+        torch)."""
+        from swerl.environments.codecontests import EpisodeConfig
 
         values = {
             "max_turns": self.max_turns,

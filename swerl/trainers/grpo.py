@@ -42,13 +42,13 @@ from swerl.errors import UserError
 from swerl.learner import Learner
 from swerl.learner.dist import all_gather_floats, all_reduce
 from swerl.learner.learner import AdaptersOff, FrozenModel
+from swerl.rollout.base import SamplingParams
 from swerl.trainers.common import (
     PackedBatch,
     copy_model,
     evaluate,
     load_reference,
     pack_sequences,
-    sampling_params,
 )
 from swerl.trainers.config import GRPOConfig
 from swerl.trainers.data import EpochSampler, Example, rank_slice
@@ -252,7 +252,7 @@ class GRPOTrainer(TrainLoop):
     def generate(self, prompts: list[list[int]]) -> list[list[Any]]:
         """G completions per prompt from the current weights (gathered first under ZeRO-3)."""
         cfg = self.config
-        params = sampling_params(
+        params = SamplingParams.from_known(
             n=cfg.num_generations,
             max_new_tokens=cfg.max_completion_length,
             temperature=cfg.temperature,
@@ -268,7 +268,7 @@ class GRPOTrainer(TrainLoop):
         """mu optimizer steps on one rollout batch; returns loss, kl, entropy, clip ratios, grad norm."""
         cfg, dist = self.config, self.dist
         n_local = 0 if batch is None else len(batch)
-        rows, n_mb = self.micro_batches(n_local)
+        plan = self.micro_batches(n_local)
         tokens = 0.0 if batch is None else float(batch.completion_mask.sum())
         seqs = 0.0 if batch is None else float((batch.completion_mask.sum(-1) > 0).sum())
         global_count = all_reduce(torch.tensor([tokens, seqs], dtype=torch.float64))
@@ -279,17 +279,16 @@ class GRPOTrainer(TrainLoop):
         normalizer = denom / dist.world_size
 
         if cfg.num_iterations > 1 or self.ref_model is not None:
-            self.precompute_logprobs(batch, rows, n_mb)
+            self.precompute_logprobs(batch, plan)
 
         sums: defaultdict[str, float] = defaultdict(float)
         step_stats: dict[str, float] = {}
         for iteration in range(cfg.num_iterations):
-            for k in range(n_mb):
-                last = k == n_mb - 1
-                if k >= len(rows):
+            for rows, last in plan:
+                if rows is None:
                     self.learner.backward(self.dummy_loss(), last=last)
                     continue
-                mb = batch.micro_batch(rows[k])
+                mb = batch.micro_batch(rows)
                 logp, entropy = self.logprobs(self.learner.forward, mb, with_entropy=iteration == 0)
                 old_logp = mb["old_logp"] if mb["old_logp"] is not None else logp.detach()
                 is_weights = self.is_weights(old_logp, mb["sampler_logp"])
@@ -339,10 +338,12 @@ class GRPOTrainer(TrainLoop):
             )
         return truncated_is_weights(old_logp, sampler_logp, cfg.importance_sampling_cap)
 
-    def precompute_logprobs(self, batch: PackedBatch | None, rows: list[list[int]], n_mb: int) -> None:
+    def precompute_logprobs(
+        self, batch: PackedBatch | None, plan: list[tuple[list[int] | None, bool]]
+    ) -> None:
         """Old log-probs (policy before this batch's updates) for mu > 1, reference log-probs for beta > 0.
 
-        Padded to `n_mb` policy forwards like the update, since ZeRO-3 gathers parameters inside forward.
+        As many policy forwards as the update (`plan`), since ZeRO-3 gathers parameters inside forward.
         """
         cfg = self.config
         with torch.no_grad():
@@ -352,15 +353,15 @@ class GRPOTrainer(TrainLoop):
                     batch.old_logp = torch.zeros(n, c, device=self.dist.device)
                 if self.ref_model is not None:
                     batch.ref_logp = torch.zeros(n, c, device=self.dist.device)
-            for k in range(n_mb):
-                if k >= len(rows):  # ZeRO-3 gathers inside forward: as many forwards as the busiest rank
+            for rows, _ in plan:
+                if rows is None:  # ZeRO-3 gathers inside forward: as many forwards as the busiest rank
                     if cfg.num_iterations > 1:
                         self.dummy_loss()
                     if self.ref_model is not None:
                         self.dummy_loss(self.ref_model)
                     continue
-                mb = batch.micro_batch(rows[k])
-                idx = torch.tensor(rows[k], device=self.dist.device)
+                mb = batch.micro_batch(rows)
+                idx = torch.tensor(rows, device=self.dist.device)
                 width = mb["completion_ids"].shape[1]
                 if batch.old_logp is not None:
                     batch.old_logp[idx, :width] = self.logprobs(self.learner.forward, mb)[0]

@@ -137,12 +137,14 @@ class TrainLoop:
         self.learner.save_pretrained(self.run_dir / "final", self.tokenizer)
 
     # ---------------------------------------------------------------------------------- helpers
-    def micro_batches(self, n: int) -> tuple[list[list[int]], int]:
-        """Row indices of this rank's micro-batches, and how many every rank runs (the busiest rank's count:
-        ZeRO communicates inside forward and backward, so a rank with fewer pads with `dummy_loss`)."""
+    def micro_batches(self, n: int) -> list[tuple[list[int] | None, bool]]:
+        """This rank's micro-batches of `n` rows as (row indices, whether it is the last), as many as the
+        busiest rank runs: ZeRO communicates inside forward and backward, so where this rank has no rows
+        left the indices are None and the caller runs `dummy_loss` through each model it would have run."""
         size = self.config.micro_batch_size
         rows = [list(range(lo, min(lo + size, n))) for lo in range(0, n, size)]
-        return rows, int(all_reduce(torch.tensor(len(rows)), op="max").item())
+        count = int(all_reduce(torch.tensor(len(rows)), op="max").item())
+        return [(rows[k] if k < len(rows) else None, k == count - 1) for k in range(count)]
 
     def dummy_loss(self, learner: Learner | FrozenModel | AdaptersOff | None = None) -> Tensor:
         """A zero loss through a model, for a rank with fewer micro-batches than the others."""
@@ -271,7 +273,7 @@ def _run_source(config: Any, ckpt: Path | None) -> str:
 def load_run_tokenizer(config: Any) -> Any:
     """The tokenizer `load_run` gives, loaded alone, so the rows are read and measured before the
     weights load."""
-    from swerl.models.tiny import load_tokenizer
+    from swerl.models.loading import load_tokenizer
 
     return load_tokenizer(_run_source(config, resolve_resume(config)), config.trust_remote_code)
 

@@ -2,7 +2,7 @@
 
 One step, top to bottom (`RLEFTrainer.train_step`):
 
-1. rollout — this rank's problems, `episodes_per_problem` episodes each (`swerl.trainers.dialog`):
+1. rollout — this rank's problems, `episodes_per_problem` episodes each (`swerl.environments.codecontests`):
              answer, public-test feedback, answer again, up to 3 answers; private tests on the last one;
 2. score   — one teacher-forced pass per dialog under the policy (old log-probs), the frozen start model
              (reference log-probs) and the critic (one value per answer, read at the last context token);
@@ -39,7 +39,15 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from swerl.algorithms import clipped_policy_loss, clipped_value_loss, masked_mean, turn_level_gae, whiten
+from swerl.algorithms import (
+    clipped_policy_loss,
+    clipped_value_loss,
+    kl_penalized_rewards,
+    masked_mean,
+    turn_level_gae,
+    whiten,
+)
+from swerl.environments.codecontests import ChatRenderer, ContestTask, Episode, Judge, run_episodes
 from swerl.learner import Learner, MetricsLogger, init_distributed
 from swerl.learner.dist import all_gather_floats, all_reduce, barrier
 from swerl.learner.learner import AdaptersOff, FrozenModel
@@ -52,18 +60,7 @@ from swerl.trainers.common import (
 )
 from swerl.trainers.config import RLEFConfig
 from swerl.trainers.data import EpochSampler, rank_slice
-from swerl.trainers.dialog import ChatRenderer, ContestTask, Episode, Judge, run_episodes
 from swerl.trainers.loop import TrainLoop, build_engine, load_run, pad_id, write_config
-
-
-# ------------------------------------------------------------------------------------------ the math
-def kl_penalized_rewards(task_rewards: Tensor, policy_logp: Tensor, ref_logp: Tensor, beta: float) -> Tensor:
-    """R_t = r_t - beta * log(pi(a_t|c_t) / rho(a_t|c_t)); the log-probs are per answer (summed over tokens).
-
-    The penalty is the sampled estimate of KL(pi || rho) for that answer: positive on average, so it pulls
-    the policy back toward the start model, per turn, where the task reward lives.
-    """
-    return task_rewards.float() - beta * (policy_logp.float() - ref_logp.float())
 
 
 class TurnCritic(nn.Module):
@@ -272,15 +269,13 @@ class RLEFTrainer(TrainLoop):
         ref_logp = torch.zeros(n, c)
         values = torch.zeros(n, max(batch.num_turns))
         # As many forwards on every rank as on the busiest one: ZeRO-3 gathers parameters inside forward.
-        rows_list, n_mb = self.micro_batches(n)
         with torch.no_grad():
-            for k in range(n_mb):
-                if k >= len(rows_list):
+            for rows, _ in self.micro_batches(n):
+                if rows is None:
                     self.dummy_loss(self.learner)
                     self.dummy_loss(self.ref_model)
                     self.dummy_loss(self.critic)
                     continue
-                rows = rows_list[k]
                 mb = batch.packed.micro_batch(rows)
                 width = mb["completion_ids"].shape[1]
                 old_logp[rows, :width] = self.logprobs(self.learner.forward, mb)[0].float().cpu()
@@ -317,7 +312,7 @@ class RLEFTrainer(TrainLoop):
     ) -> dict[str, float]:
         """`num_iterations` passes of clipped policy + clipped value loss; one step per model per pass."""
         cfg, dist, device = self.config, self.dist, self.dist.device
-        rows, n_mb = self.micro_batches(len(batch))
+        plan = self.micro_batches(len(batch))
         counts = all_reduce(
             torch.tensor(
                 [float(batch.packed.completion_mask.sum()), float(turn_mask.sum())], dtype=torch.float64
@@ -333,15 +328,13 @@ class RLEFTrainer(TrainLoop):
         sums: defaultdict[str, float] = defaultdict(float)
         stats: dict[str, float] = {}
         for iteration in range(cfg.num_iterations):
-            for k in range(n_mb):
-                last = k == n_mb - 1
-                if k >= len(rows):
+            for idx, last in plan:
+                if idx is None:
                     self.learner.backward(self.dummy_loss(self.learner), last=last)
                     self.critic.backward(self.dummy_loss(self.critic), last=last)
                     continue
-                mb = batch.packed.micro_batch(rows[k])
+                mb = batch.packed.micro_batch(idx)
                 width = mb["completion_ids"].shape[1]
-                idx = rows[k]
                 logp, entropy = self.logprobs(self.learner.forward, mb, with_entropy=iteration == 0)
                 mask = mb["completion_mask"]
                 policy_loss, policy_stats = clipped_policy_loss(
@@ -488,7 +481,7 @@ def sft_warmup(
     """
     from functools import partial
 
-    from swerl.trainers.dialog import feedback_fix_dialogs
+    from swerl.environments.codecontests import feedback_fix_dialogs
 
     answer_ids = partial(reference_answer_ids, tokenizer)
     renderer = ChatRenderer(tokenizer)
@@ -543,7 +536,7 @@ def sft_warmup(
 
 def evaluate_policy(trainer: RLEFTrainer, tasks: Sequence[ContestTask], **episode_changes: Any) -> Any:
     """1@3 (and whatever n@k fits the samples) on held-out problems with the trainer's current weights."""
-    from swerl.trainers.dialog import evaluate_dialogs
+    from swerl.environments.codecontests import evaluate_dialogs
 
     cfg = trainer.config
     episode = cfg.episode_config(temperature=cfg.eval_temperature, **episode_changes)
@@ -572,8 +565,8 @@ def run(
     model (`start_model_path`), so the resumed steps are the steps an uninterrupted run takes. `stop` is
     `TrainLoop.train`'s (end the run early, e.g. to test a resume).
     """
+    from swerl.environments.codecontests import sandbox_judge
     from swerl.errors import UserError
-    from swerl.trainers.dialog import sandbox_judge
 
     tasks = load_tasks(config.train_file, config.generated_tests)[: config.max_train_samples]
     eval_tasks = (

@@ -199,7 +199,7 @@ class LLM:
         unknown = set(kwargs) - ENGINE_ARGS
         if unknown:
             raise TypeError(f"EngineArgs.__init__() got unexpected keyword arguments {sorted(unknown)}")
-        from swerl.models.tiny import load_model_and_tokenizer
+        from swerl.models.loading import load_model_and_tokenizer
 
         backend = kwargs.get("distributed_executor_backend")
         rank = 0

@@ -32,6 +32,7 @@ from swerl.codecontests.feedback import render_feedback, render_syntax_error
 from swerl.codecontests.humaneval import HumanEvalProblem
 from swerl.codecontests.humaneval import job as humaneval_job
 from swerl.codecontests.problems import Problem
+from swerl.rollout.base import SamplingParams
 from swerl.sandbox import Job, Limits, SandboxConfig, TestCase, TestResult, run_batch
 
 FEEDBACK_MODES = ("execution", "none", "random")
@@ -42,6 +43,7 @@ INSTRUCTIONS = (
     "Write a Python 3 program that reads from standard input and writes to standard output. "
     "Answer with the complete program in one ```python code block."
 )
+
 RENDER_SENTINEL = "\u2063SWERL-ANSWER\u2063"
 
 
@@ -305,8 +307,6 @@ def run_episodes(
     `tasks` is a slice of it: a slice of a sorted set holds look-alikes (the same hidden constant), and
     their "unrelated" feedback would carry the answer.
     """
-    from swerl.trainers.common import sampling_params
-
     if config.feedback not in FEEDBACK_MODES:
         raise ValueError(f"feedback must be one of {FEEDBACK_MODES}, got {config.feedback!r}")
     rng = rng or random.Random(config.seed)
@@ -317,7 +317,7 @@ def run_episodes(
     for t in range(max_turns):
         if not active:
             break
-        params = sampling_params(
+        params = SamplingParams.from_known(
             n=1,
             max_new_tokens=config.max_new_tokens,
             temperature=config.temperature,
