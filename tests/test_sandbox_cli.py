@@ -71,7 +71,10 @@ def test_run_prints_verdicts(files, capsys) -> None:
 
 @pytest.mark.parametrize(
     ("tests", "said"),
-    [("pubic", "unknown test set 'pubic'; choose from public, private, generated"), (",", "give one or more")],
+    [
+        ("pubic", "unknown test set 'pubic'; choose from public, private, generated"),
+        (",", "give one or more"),
+    ],
 )
 def test_a_wrong_test_set_is_a_usage_error(files, capsys, tests: str, said: str) -> None:
     """A misspelt choice is a wrong option like any other: exit status 2, one line naming --tests."""
