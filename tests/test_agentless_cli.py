@@ -160,6 +160,28 @@ def test_clones_are_found_in_any_usual_layout(tmp_path: Path, layout: str, bare:
     assert _main(["agentless", "localize", *_demo_args(tmp_path, other)]) == 0
 
 
+def test_the_demos_localize_hint_then_a_run_with_a_model_is_the_documented_sequence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/agentless.md: demo, the localization it prints, then `run --model` into DIR/run. The hint
+    wrote into DIR/run too, whose model-free rows the run then refused."""
+    import shlex
+
+    from swerl.models.tiny import build_tiny_model
+
+    assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0
+    [hint] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("try: ")]
+    command = shlex.split(hint.removeprefix("try: "))
+    assert command[:3] == ["swerl", "agentless", "localize"]
+    assert _main(command[1:]) == 0
+    assert (tmp_path / "loc" / "localize_files.jsonl").is_file()
+    model = build_tiny_model(tmp_path / "tiny", hidden_size=32, intermediate_size=64, num_layers=1)
+    run = ["agentless", "run", *_demo_args(tmp_path, tmp_path / "clones"), "--model", str(model)]
+    assert _main([*run, "--num-samples", "1", "--max-new-tokens", "8", "--localize-max-new-tokens", "8"]) == 0
+    assert "1 predictions" in capsys.readouterr().err  # the summary, with no prompt skipped
+    assert (tmp_path / "run" / "predictions.jsonl").is_file()
+
+
 def test_run_without_a_model_localizes_and_stages_refuse_other_options(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

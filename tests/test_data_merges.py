@@ -280,14 +280,17 @@ def test_bad_dumps_are_skipped_named_and_counted_and_a_rerun_continues(history, 
         f.write('{"type": "PullRequestEvent", "payload": {"action": \n')  # a line cut short
     whole = gzip.compress(b"".join(json.dumps(e).encode() + b"\n" for e in good * 50))
     (dumps / "2024-01-01-2.json.gz").write_bytes(whole[: len(whole) // 2])  # truncated
+    (dumps / "2024-01-01-3.json.gz").write_bytes(b"")  # a failed download: gzip reads it as no events
     rows, _, summary = _mine(root, "out-faults", dumps)
     err = capsys.readouterr().err
     assert f"swerl: warning: skipping {dumps / '2024-01-01-2.json.gz'}:" in err
+    assert f"swerl: warning: skipping {dumps / '2024-01-01-3.json.gz'}: empty file (0 bytes)" in err
     assert sorted(rows) == [2]
-    assert "unreadable dumps skipped: 1 (see the warnings)" in summary.notes
+    assert "unreadable dumps skipped: 2 (see the warnings)" in summary.notes
     assert "lines not JSON: 1 (see the warnings)" in summary.notes
     # The damaged dump removed, the same command again: the run goes on from its manifest.
     (dumps / "2024-01-01-2.json.gz").unlink()
+    (dumps / "2024-01-01-3.json.gz").unlink()
     again, _, _ = _mine(root, "out-faults", dumps)
     assert again == rows
 

@@ -69,10 +69,23 @@ def test_run_prints_verdicts(files, capsys) -> None:
     assert json.loads(capsys.readouterr().out.splitlines()[0])["verdict"] == "passed"
 
 
-def test_unknown_test_set_is_an_error(files) -> None:
+@pytest.mark.parametrize(
+    ("tests", "said"),
+    [
+        ("pubic", "unknown test set 'pubic'; choose from public, private, generated"),
+        (",", "give one or more"),
+    ],
+)
+def test_a_wrong_test_set_is_a_usage_error(files, capsys, tests: str, said: str) -> None:
+    """A misspelt choice is a wrong option like any other: exit status 2, one line naming --tests."""
+    from swerl.cli.main import main
+
     problem, solution = files
-    with pytest.raises(ValueError, match="unknown test sets"):
-        _main(["sandbox", "run", "--problem", str(problem), "--solution", str(solution), "--tests", "secret"])
+    with pytest.raises(SystemExit) as exit:
+        main(["sandbox", "run", "--problem", str(problem), "--solution", str(solution), "--tests", tests])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--tests" in err and said in err
 
 
 def test_doctor_names_every_protection_and_proves_a_run(capsys) -> None:

@@ -61,8 +61,11 @@ class DumpError(Exception):
 
 def _events(path: Path, types: frozenset[str], stats: dict[str, int]) -> Iterator[dict[str, Any]]:
     """The events of `types` in one dump. A line that names one of them but is not JSON is counted in
-    `stats["bad_lines"]` and skipped; a dump gzip cannot read to its end raises `DumpError`."""
+    `stats["bad_lines"]` and skipped; a dump gzip cannot read to its end raises `DumpError`, and so does
+    an empty file, which gzip reads as a valid dump of no events (a download that failed)."""
     try:
+        if path.stat().st_size == 0:
+            raise DumpError("empty file (0 bytes), not a gzip dump: download it again")
         with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
             for line in f:
                 # Cheap pre-check before parsing: most lines are other event types.

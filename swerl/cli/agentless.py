@@ -507,11 +507,12 @@ def _run(args: argparse.Namespace) -> int:
     non_empty = sum(1 for r in rows if r["model_patch"])
     repair = StageFile(stage_path(args.out, "repair")).by_id()
     skipped = sorted(i for i, row in repair.items() if row.get("skipped"))
-    said = f"; {len(skipped)} skipped, prompt too long (e.g. {skipped[0]}: {repair[skipped[0]]['skipped']})"
-    print(
-        f"wrote {predictions}: {len(rows)} predictions, {non_empty} with a patch{said if skipped else ''}",
-        file=sys.stderr,
+    said = (
+        f"; {len(skipped)} skipped, prompt too long (e.g. {skipped[0]}: {repair[skipped[0]]['skipped']})"
+        if skipped
+        else ""
     )
+    print(f"wrote {predictions}: {len(rows)} predictions, {non_empty} with a patch{said}", file=sys.stderr)
     return 0
 
 
@@ -656,8 +657,10 @@ def _run_demo(args: argparse.Namespace) -> int:
 
     instance, clones = build_demo(args.dir)
     print(f"instance {instance.instance_id} in {args.dir / 'instances.jsonl'}, clone in {clones}")
+    # The hint's --out is localization's own: `agentless run --model` into DIR/run (docs/agentless.md's
+    # next command) would refuse stage rows that were made without a model.
     print(
         f"try: swerl agentless localize --dataset {args.dir / 'instances.jsonl'} --clones {clones} --offline "
-        f"--cache-dir {args.dir / 'cache'} --out {args.dir / 'run'}"
+        f"--cache-dir {args.dir / 'cache'} --out {args.dir / 'loc'}"
     )
     return 0

@@ -35,7 +35,9 @@ def register(groups: argparse._SubParsersAction) -> None:
     run.add_argument("--solution", required=True, type=existing_file, help="the program to run (.py)")
     run.add_argument(
         "--tests",
-        default="public,private,generated",
+        type=test_sets,
+        default=TEST_SETS,
+        metavar="SETS",
         help="comma-separated test sets to run (default: all of public,private,generated)",
     )
     run.add_argument(
@@ -129,6 +131,20 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0 if all(active for _, active, _ in rows) else 1
 
 
+def test_sets(text: str) -> tuple[str, ...]:
+    """--tests: a comma-separated choice among TEST_SETS, checked like any other choice (a usage error,
+    exit 2) rather than once the problem has been read."""
+    sets = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if not sets:
+        raise argparse.ArgumentTypeError(f"give one or more of {', '.join(TEST_SETS)}")
+    unknown = [name for name in sets if name not in TEST_SETS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown test set {', '.join(map(repr, unknown))}; choose from {', '.join(TEST_SETS)}"
+        )
+    return sets
+
+
 def time_limit(text: str) -> float:
     """--time-limit: seconds, more than 0 and at most a day."""
     from swerl.codecontests.problems import MAX_TIME_LIMIT_S
@@ -156,12 +172,7 @@ def _run(args: argparse.Namespace) -> int:
     from swerl.sandbox.limits import MIB, Limits
     from swerl.sandbox.pool import run_tests
 
-    sets = list(dict.fromkeys(name.strip() for name in args.tests.split(",") if name.strip()))
-    if not sets:
-        raise UserError(f"--tests: give one or more of {', '.join(TEST_SETS)}")
-    unknown = sorted(set(sets) - set(TEST_SETS))
-    if unknown:
-        raise UserError(f"unknown test sets {unknown}; choose from {', '.join(TEST_SETS)}")
+    sets = args.tests
     try:
         problem = parse_problem(json.loads(args.problem.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:
