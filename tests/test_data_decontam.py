@@ -20,7 +20,7 @@ from data_pipeline.decontam import Decontaminator, benchmark_repos, identify, sw
 from data_pipeline.runner import mine
 from data_pipeline.sources.local import LocalSource
 from data_pipeline.synthetic import HistoryBuilder, random_fix
-from swerl.cli import data as data_cli
+from swerl.cli.main import main as swerl_main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,11 +148,11 @@ def test_a_clone_is_known_by_its_commits(upstream):
 def test_a_renamed_clone_without_remote_yields_no_rows_and_says_why(upstream, tmp_path, capsys):
     clone, _ = upstream
     common = ["mine", "--local", str(clone), "--clones", str(tmp_path / "cache"), "--quiet"]
-    assert data_cli.main([*common, "--out", str(tmp_path / "out")]) == 0
+    assert swerl_main(["data", *common, "--out", str(tmp_path / "out")]) == 0
     report = capsys.readouterr().err
     assert "rows: 0" in report
     assert "local/my-project is the SWE-bench repository acme/widgets" in report
-    assert data_cli.main([*common, "--out", str(tmp_path / "kept"), "--no-decontaminate"]) == 0
+    assert swerl_main(["data", *common, "--out", str(tmp_path / "kept"), "--no-decontaminate"]) == 0
     assert "rows: 0" not in capsys.readouterr().err
 
 

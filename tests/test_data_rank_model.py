@@ -24,7 +24,7 @@ from data_pipeline.runner import mine
 from data_pipeline.sources.local import LocalSource
 from data_pipeline.synthetic import HistoryBuilder, random_fix
 from data_pipeline.tokens import estimate_tokens
-from swerl.cli import data as data_cli
+from swerl.cli.main import main as swerl_main
 from swerl.git.objects import ObjectReader
 from swerl.retrieval.answers import paths_in_answer
 from swerl.rollout.openai_client import ChatClient, CompletionServerError
@@ -158,7 +158,7 @@ def test_a_dead_server_stops_the_run_without_leaking_the_key(history, fake, caps
     argv = ["mine", "--local", str(history / "repo"), "--repo-name", "acme/rank"]
     argv += ["--clones", str(history / "cache"), "--out", str(out), "--workers", "1", "--quiet"]
     argv += ["--rank-model", "picker", "--rank-base-url", server.base_url, "--rank-api-key-env", KEY_ENV]
-    assert data_cli.main(argv) == 1
+    assert swerl_main(["data", *argv]) == 1
     error = capsys.readouterr().err
     assert "HTTP 500 after 3 attempt(s)" in error and "drop --rank-model and use a new --out" in error
     assert "resumable" in error and "Bearer ***" in error
