@@ -1,12 +1,12 @@
 """Build hook for the compiled extensions; all metadata lives in pyproject.toml.
 
 - `swerl.fastdiff._matcher`: the compiled diff matcher.
-- `data_pipeline._tokencount`: the token estimate of `data_pipeline.tokens` in one C pass.
+- `data_pipeline.context._tokencount`: the token estimate of `data_pipeline.context.tokens` in one C pass.
 - `swerl._textscan`: passes over whole files for the edit format (substring search, line ends).
 
 All are optional so that an install on a machine without a C compiler still works: `swerl.fastdiff` then
 falls back to the standard library's difflib (same results, slower) and warns once,
-`data_pipeline.tokens` counts with numpy (same counts, about ten times slower per file), and the edit
+`data_pipeline.context.tokens` counts with numpy (same counts, about ten times slower per file), and the edit
 format searches with `in` (same answers, ~2.5x slower).
 """
 
@@ -27,8 +27,8 @@ setup(
             optional=True,
         ),
         Extension(
-            "data_pipeline._tokencount",
-            sources=["data_pipeline/_tokencount.c"],
+            "data_pipeline.context._tokencount",
+            sources=["data_pipeline/context/_tokencount.c"],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),

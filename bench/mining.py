@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from data_pipeline.stats import funnel  # noqa: E402
+from data_pipeline.report.stats import funnel  # noqa: E402
 from data_pipeline.synthetic import HistoryBuilder, random_fix  # noqa: E402
 from swerl.git import safe_env  # noqa: E402
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rebuild `data_pipeline/swebench_instances.json.gz`, the table of SWE-bench instances that mining
+"""Rebuild `data_pipeline/filter/swebench_instances.json.gz`, the table of SWE-bench instances that mining
 decontaminates against, from the datasets' Parquet files kept in the history of the SWE-bench/SWE-bench
 GitHub repository (`data/<dataset>/<split>.parquet`, with the Hugging Face datasets' columns).
 
@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = ROOT / "data_pipeline" / "swebench_instances.json.gz"
+DEFAULT_OUT = ROOT / "data_pipeline" / "filter" / "swebench_instances.json.gz"
 _SPLIT_FILE = re.compile(r"data/(SWE-bench[\w-]*)/(\w+)\.parquet")
 _PATCH_PATH = re.compile(r"^(?:---|\+\+\+) [ab]/(.+?)\t?$", re.MULTILINE)
 COLUMNS = ("instance_id", "repo", "pull_number", "base_commit", "created_at", "files", "datasets")

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline import allocator
+from data_pipeline.engines import allocator
 
 # Page faults while a 40 MiB buffer (past glibc's adaptive mmap threshold, whose ceiling is 32 MiB) is
 # allocated, filled and freed five times: the kernel faults a fresh mapping in every time, unless the
 # block comes from a heap that kept it.
 _FAULTS = """
 import resource, sys
-from data_pipeline.allocator import keep_freed_memory
+from data_pipeline.engines.allocator import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 bytearray(40 << 20)  # the first one faults in either case

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from data_pipeline.stats import Funnel, funnel, plot_histogram
+from data_pipeline.report.stats import Funnel, funnel, plot_histogram
 from data_pipeline.synthetic import HistoryBuilder, random_fix
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline import context as context_module
 from data_pipeline.config import ContextConfig, FilterConfig
-from data_pipeline.context import ContextBuilder, VersionStore
-from data_pipeline.tokens import estimate_tokens
+from data_pipeline.context import builder as context_module
+from data_pipeline.context.builder import ContextBuilder, VersionStore
+from data_pipeline.context.tokens import estimate_tokens
 
 
 class _Reader:
@@ -91,8 +91,8 @@ def test_a_rewritten_file_is_scanned_and_the_store_is_bounded():
 def _ranked_one_by_one(builder, base_commit, problem, modified, new_paths):
     """What `_ranked_tiers` ranks (both parts, in order), the plain way: every pool file's facts, BM25
     over all of them, each file's tier looked at in turn (the ranking before the pool index)."""
-    from data_pipeline.context import _imports, _split
-    from data_pipeline.imports import ModuleIndex, module_names
+    from data_pipeline.context.builder import _imports, _split
+    from data_pipeline.context.imports import ModuleIndex, module_names
     from swerl.retrieval import bm25
 
     shas: dict[str, str] = {}
@@ -166,7 +166,7 @@ def test_a_pool_followed_by_tree_diffs_is_the_listed_pool(tmp_path, seed):
     two: in any order of commits, with any cap and any modified files (before, at and past the pool's
     edge), it holds what a full listing cut at the cap gives (`_pool`): the pool and the modified files
     met before the cap."""
-    from data_pipeline.context import PoolIndex
+    from data_pipeline.context.builder import PoolIndex
     from data_pipeline.synthetic import HistoryBuilder, random_fix
     from swerl.git import GitError
     from swerl.git.objects import ObjectReader
@@ -258,7 +258,7 @@ def test_files_that_fit_are_taken_in_order_as_a_plain_loop_takes_them():
 def test_a_module_index_kept_up_to_date_resolves_as_one_built_afresh(seed):
     """The pool index adds and removes files one at a time; names must resolve as an index built over
     the pool as it now is, plus the PR's own paths (`also`), including ambiguous short names."""
-    from data_pipeline.imports import ModuleIndex, module_names
+    from data_pipeline.context.imports import ModuleIndex, module_names
 
     rng = random.Random(seed)
     universe = [

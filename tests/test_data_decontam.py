@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from data_pipeline import decontam
 from data_pipeline.config import MineConfig
-from data_pipeline.decontam import Decontaminator, benchmark_repos, identify, swebench_instances
-from data_pipeline.runner import mine
+from data_pipeline.filter import decontam
+from data_pipeline.filter.decontam import Decontaminator, benchmark_repos, identify, swebench_instances
+from data_pipeline.run.runner import mine
 from data_pipeline.sources.local import LocalSource
 from data_pipeline.synthetic import HistoryBuilder, random_fix
 from swerl.cli.main import main as swerl_main
@@ -225,7 +225,7 @@ def test_clones_sharing_a_directory_name_do_not_share_a_cache(upstream, tmp_path
 def test_a_decontamination_list_that_can_match_nothing_is_refused(tmp_path):
     """A malformed id or an empty file would exclude nothing, silently: the run would train on what the
     user meant to keep out."""
-    from data_pipeline.decontam import load_benchmark
+    from data_pipeline.filter.decontam import load_benchmark
     from swerl.errors import UserError
 
     (tmp_path / "bad.txt").write_text("pallets__click-48\npallets/click#49\n")

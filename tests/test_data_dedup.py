@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from data_pipeline import dedup
+from data_pipeline.filter import dedup
 
 
 def _reference(lines: set[str]) -> list[int]:

@@ -1,6 +1,6 @@
-"""The line changes extraction records (`data_pipeline.edges`) move a version's line counts to exactly the
-counts of the next version, and the context stage's facts stay those of a full scan whether it follows
-them, meets a gap, or meets a record that does not fit."""
+"""The line changes extraction records (`data_pipeline.extract.edges`) move a version's line counts to
+exactly the counts of the next version, and the context stage's facts stay those of a full scan whether
+it follows them, meets a gap, or meets a record that does not fit."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from data_pipeline.config import ContextConfig, FilterConfig
-from data_pipeline.context import BlobFacts, ContextBuilder, VersionStore
-from data_pipeline.edges import LineEdges, apply_deltas, segment_delta
-from data_pipeline.tokens import estimate_tokens
+from data_pipeline.context.builder import BlobFacts, ContextBuilder, VersionStore
+from data_pipeline.context.tokens import estimate_tokens
+from data_pipeline.extract.edges import LineEdges, apply_deltas, segment_delta
 from swerl.edit_format import build_git_patch, parse_patch
 
 _PIECES = ["import os", "x = 1", "", "  return x\r", "déjà = 2", "\tpass", "y = [\x0c]", "x = 1"]

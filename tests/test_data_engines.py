@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from data_pipeline.engines import open_engine
+from data_pipeline.engines.pools import open_engine
 
 
 def _pid_and_double(value: int) -> tuple[int, int]:
@@ -70,8 +70,8 @@ def test_shards_between_prepare_and_render_stay_within_the_window(tmp_path, monk
 
     import pyarrow.parquet as pq
 
-    from data_pipeline import runner
     from data_pipeline.config import MineConfig
+    from data_pipeline.run import runner
     from data_pipeline.sources.local import LocalSource
     from data_pipeline.synthetic import HistoryBuilder, random_fix
 

@@ -8,7 +8,7 @@ import json
 import pyarrow.parquet as pq
 
 from data_pipeline.config import MineConfig
-from data_pipeline.runner import mine
+from data_pipeline.run.runner import mine
 from data_pipeline.sources.gharchive import GHArchiveSource, archive_files
 from data_pipeline.synthetic import edge_case_history
 from swerl.edit_format import canonical_answer

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline import commits as commits_module
-from data_pipeline.commits import FileChange, PatchReader, parse_diff
-from data_pipeline.edges import EDGES
-from data_pipeline.extract import _rebuild
+from data_pipeline.extract import commits as commits_module
+from data_pipeline.extract.commits import FileChange, PatchReader, parse_diff
+from data_pipeline.extract.contents import _rebuild
+from data_pipeline.extract.edges import EDGES
 from data_pipeline.synthetic import HistoryBuilder, edge_case_history, random_fix
 from swerl.edit_format import parse_patch
 from swerl.git import GitError, git_argv, safe_env
@@ -356,7 +356,7 @@ def test_changed_files_take_one_commit_s_listing_to_any_other_s(tmp_path):
 def test_a_listing_closed_early_kills_git_instead_of_waiting_for_it() -> None:
     """An interrupt closes the listing mid-stream; waiting for a git that computes for seconds more (as
     `git log --reverse` does before its first byte) let a second interrupt print a traceback."""
-    from data_pipeline.commits import _records
+    from data_pipeline.extract.commits import _records
 
     records = _records(["sh", "-c", "printf 'a\\036b\\036'; exec sleep 30"])
     assert next(records) == b"a"

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from data_pipeline.config import MineConfig
-from data_pipeline.runner import mine
+from data_pipeline.run.runner import mine
 from data_pipeline.sources.github import GitHubError, GitHubSource, Retrier
 from data_pipeline.synthetic import edge_case_history
 from swerl.edit_format import apply_patch_to_contents, canonical_answer

@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
-from data_pipeline.filters import looks_generated
-from data_pipeline.runner import mine
+from data_pipeline.filter.rules import looks_generated
+from data_pipeline.run.runner import mine
 from data_pipeline.sources.local import LocalSource
 from data_pipeline.synthetic import edge_case_history
 from swerl.edit_format import apply_patch_to_contents, build_messages, canonical_answer
@@ -303,7 +303,7 @@ def test_an_output_of_another_pipeline_version_is_refused(mined, tmp_path):
 def test_prepare_keeps_its_rows_for_the_render_only_when_asked(mined, tmp_path):
     """The local engine renders a shard where it was prepared, so prepare leaves the extracted rows in
     the process; Ray does not, so they would only hold memory there."""
-    from data_pipeline import build
+    from data_pipeline.run import stages as build
 
     source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
     git_dirs = {"acme/widgets": str(source.git_dir("acme/widgets"))}
@@ -325,7 +325,7 @@ def test_prepare_keeps_its_rows_for_the_render_only_when_asked(mined, tmp_path):
 def test_prepared_rows_held_for_the_render_are_bounded_by_their_text(mined, tmp_path, monkeypatch):
     """Past the budget of file text, the oldest prepared shards are let go (their render extracts them
     again); the newest is always kept, however large."""
-    from data_pipeline import build
+    from data_pipeline.run import stages as build
 
     source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
     git_dirs = {"acme/widgets": str(source.git_dir("acme/widgets"))}

@@ -16,11 +16,11 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
-from data_pipeline.dedup import Deduplicator
-from data_pipeline.runner import _chunks
+from data_pipeline.engines.spill import SpillMap
+from data_pipeline.filter.dedup import Deduplicator
+from data_pipeline.run.runner import _chunks
 from data_pipeline.schema import Candidate
 from data_pipeline.sources.gharchive import GHArchiveSource
-from data_pipeline.spill import SpillMap
 
 
 def _peak(fn: Callable[[], object]) -> int:
@@ -171,8 +171,8 @@ def test_counting_and_import_scans_keep_no_file_text():
     """Token counts and import scans are memoised per file version, but a memo keyed by the text itself
     held every large file a long history met (hundreds of MiB late in numpy/numpy's). After counting
     and scanning many large files, none of their text may stay alive."""
-    from data_pipeline.context import _imports
-    from data_pipeline.tokens import estimate_tokens
+    from data_pipeline.context.builder import _imports
+    from data_pipeline.context.tokens import estimate_tokens
 
     def held(use: Callable[[str, str], object]) -> int:
         """Bytes still traced after `use(path, text)` on 40 distinct files of ~100 KB."""

@@ -21,7 +21,7 @@ from test_data_github import TOKEN, Replay, _issue, _pull, replay_server
 from test_data_realgit import CORE, Git, _edit, _rows, rows_and_drops
 
 from data_pipeline.config import MineConfig
-from data_pipeline.runner import mine
+from data_pipeline.run.runner import mine
 from data_pipeline.sources.gharchive import GHArchiveSource
 from data_pipeline.sources.github import GitHubSource, PullLookup
 from data_pipeline.sources.local import LocalSource

@@ -1,4 +1,4 @@
-"""Context ranking by a chat model (`data_pipeline/model_rank.py`) against a loopback fake of the chat
+"""Context ranking by a chat model (`data_pipeline/context/model_rank.py`) against a loopback fake of the chat
 completions endpoint (no network): the model's picks lead the extras, its other words are ignored, a
 busy server is retried, a dead one stops the run, and the API key goes nowhere but the request header."""
 
@@ -16,14 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 from fake_http import JsonPostServer
 
-from data_pipeline import model_rank
 from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
-from data_pipeline.context import ContextBuilder
-from data_pipeline.model_rank import RankRequest, RankServerError, file_layout, picks_from_answer
-from data_pipeline.runner import mine
+from data_pipeline.context import model_rank
+from data_pipeline.context.builder import ContextBuilder
+from data_pipeline.context.model_rank import RankRequest, RankServerError, file_layout, picks_from_answer
+from data_pipeline.context.tokens import estimate_tokens
+from data_pipeline.run.runner import mine
 from data_pipeline.sources.local import LocalSource
 from data_pipeline.synthetic import HistoryBuilder, random_fix
-from data_pipeline.tokens import estimate_tokens
 from swerl.cli.main import main as swerl_main
 from swerl.git.objects import ObjectReader
 from swerl.retrieval.answers import paths_in_answer

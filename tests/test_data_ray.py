@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from data_pipeline.config import FilterConfig, MineConfig
-from data_pipeline.runner import mine
+from data_pipeline.run.runner import mine
 from data_pipeline.sources.local import LocalSource
 from data_pipeline.synthetic import edge_case_history
 

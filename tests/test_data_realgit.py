@@ -16,10 +16,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from data_pipeline import commits
 from data_pipeline.config import FilterConfig, MineConfig
-from data_pipeline.filters import bot_title
-from data_pipeline.runner import mine
+from data_pipeline.extract import commits
+from data_pipeline.filter.rules import bot_title
+from data_pipeline.run.runner import mine
 from data_pipeline.sources.local import LocalSource
 from swerl.edit_format import apply_patch_to_contents
 

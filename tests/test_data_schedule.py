@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from data_pipeline.schedule import ShardPlan
+from data_pipeline.run.schedule import ShardPlan
 
 
 def _run(plan: ShardPlan, total: int, rng: random.Random) -> list[tuple[int, int]]:

@@ -8,8 +8,8 @@ import sys
 import pyarrow as pa
 import pytest
 
+from data_pipeline.run.shards import read_rows, rows_to_table, write_table
 from data_pipeline.schema import CANDIDATE_SCHEMA, DROP_SCHEMA, PREPARED_SCHEMA, ROW_SCHEMA
-from data_pipeline.shards import read_rows, rows_to_table, write_table
 
 CANDIDATE = {
     "instance_id": "acme__w-1",
@@ -82,7 +82,7 @@ def test_write_then_read_round_trip_without_pandas(tmp_path):
     the driver would pay before the first worker starts)."""
     code = (
         "import sys; from pathlib import Path\n"
-        "from data_pipeline.shards import read_rows, write_table\n"
+        "from data_pipeline.run.shards import read_rows, write_table\n"
         "from data_pipeline.schema import DROP_SCHEMA\n"
         "rows = [{'instance_id': 'a', 'repo': 'b', 'stage': 'c', 'reason': 'd', 'detail': 'é'}]\n"
         f"path = Path({str(tmp_path / 'x.parquet')!r})\n"

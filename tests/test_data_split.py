@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from data_pipeline.split import held_out_rows
+from data_pipeline.report.split import held_out_rows
 from data_pipeline.synthetic import HistoryBuilder, random_fix
 from swerl.errors import UserError
 from swerl.trainers.data import read_rows, rows_file_problem

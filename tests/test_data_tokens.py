@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from data_pipeline import tokens
-from data_pipeline.tokens import (
+from data_pipeline.context import tokens
+from data_pipeline.context.tokens import (
     _PIECES,
     _ascii_estimate,
     _estimate,
@@ -67,7 +67,7 @@ def _every_code_point_in_runs() -> list[str]:
 
 
 def test_compiled_estimate_counts_the_regex_pieces():
-    compiled = pytest.importorskip("data_pipeline._tokencount")
+    compiled = pytest.importorskip("data_pipeline.context._tokencount")
     long_runs = [c * 10_000 for c in " \tA9\n."] + ["ab1 " * 5000, "\x1c\x1f\r\x0b\x0c" * 1000]
     for text in _texts(0, 2000) + _every_code_point_in_runs() + long_runs + [""]:
         assert compiled.estimate(text) == len(_PIECES.findall(text)), repr(text)
@@ -75,7 +75,7 @@ def test_compiled_estimate_counts_the_regex_pieces():
 
 def test_compiled_estimate_across_its_chunks():
     """The extension works through the text in chunks of 1024 characters: runs across their edges."""
-    compiled = pytest.importorskip("data_pipeline._tokencount")
+    compiled = pytest.importorskip("data_pipeline.context._tokencount")
     texts = []
     for before in [*range(1005, 1035), 2040, 2048, 3072]:
         for filler in ".a ":
@@ -110,7 +110,7 @@ def _unicode_texts() -> list[str]:
 
 
 def test_compiled_estimate_counts_unicode_text_as_the_regex():
-    compiled = pytest.importorskip("data_pipeline._tokencount")
+    compiled = pytest.importorskip("data_pipeline.context._tokencount")
     for text in _unicode_texts():
         assert compiled.estimate(text) == len(_PIECES.findall(text)), repr(text)
     assert compiled.estimate("\u0663" * 9) == 2  # Nd digits run like 0-9: 8, then 1
@@ -121,7 +121,7 @@ def test_compiled_estimate_counts_unicode_text_as_the_regex():
 
 
 def test_compiled_estimate_rejects_non_str():
-    compiled = pytest.importorskip("data_pipeline._tokencount")
+    compiled = pytest.importorskip("data_pipeline.context._tokencount")
     for value in [b"abc", None, 3, ["a"]]:
         with pytest.raises(TypeError):
             compiled.estimate(value)
@@ -129,7 +129,7 @@ def test_compiled_estimate_rejects_non_str():
 
 def test_extension_is_used_when_built():
     try:
-        import data_pipeline._tokencount  # noqa: F401
+        import data_pipeline.context._tokencount  # noqa: F401
     except ImportError:
         assert not tokens.HAVE_EXTENSION
     else:

@@ -164,7 +164,7 @@ def test_hub_datasets_that_cannot_be_reached_are_refused_at_once(
 ) -> None:
     """`--dataset lite` and `--decontaminate-with hf:...` waited ~25 s on the datasets library's retries
     without a network; now one line at once, saying what to give instead."""
-    from data_pipeline.decontam import load_benchmark
+    from data_pipeline.filter.decontam import load_benchmark
     from swerl.cli.main import main
     from swerl.errors import UserError
 

@@ -28,11 +28,11 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from data_pipeline.commits import CommitInfo, first_parent_history
-from data_pipeline.engines import worker_pool
-from data_pipeline.refs import closing_issues, commit_problem_text, pr_number_from_commit
+from data_pipeline.engines.pools import worker_pool
+from data_pipeline.engines.spill import Membership, SpillMap
+from data_pipeline.extract.commits import CommitInfo, first_parent_history
 from data_pipeline.schema import Candidate, instance_id
-from data_pipeline.spill import Membership, SpillMap
+from data_pipeline.sources.refs import closing_issues, commit_problem_text, pr_number_from_commit
 from swerl.errors import UserError
 from swerl.git import GitError
 from swerl.git.clones import ensure_bare_clone

@@ -29,8 +29,8 @@ import github
 import requests
 from github import Auth, GithubException, RateLimitExceededException
 
-from data_pipeline.refs import closing_issues
 from data_pipeline.schema import Candidate, instance_id
+from data_pipeline.sources.refs import closing_issues
 from swerl.errors import UserError
 from swerl.git.clones import ensure_bare_clone
 

@@ -19,9 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from data_pipeline.commits import CommitInfo, first_parent_line, full_history
-from data_pipeline.refs import closing_issues, commit_problem_text, pr_number_from_commit, strip_trailers
+from data_pipeline.extract.commits import CommitInfo, first_parent_line, full_history
 from data_pipeline.schema import Candidate, instance_id
+from data_pipeline.sources.refs import (
+    closing_issues,
+    commit_problem_text,
+    pr_number_from_commit,
+    strip_trailers,
+)
 from swerl.git import GitError, run_git
 from swerl.git.clones import ensure_bare_clone
 from swerl.git.objects import resolve

@@ -253,7 +253,7 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 def _config(args: argparse.Namespace):
     from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
-    from data_pipeline.decontam import load_benchmark
+    from data_pipeline.filter.decontam import load_benchmark
 
     ids: list[str] = []
     repos: list[str] = []
@@ -408,14 +408,14 @@ def _require_mine_options(args: argparse.Namespace) -> None:
         if problem:
             raise UserError(f"--tokenizer {problem}")
     if args.engine == "ray":
-        from data_pipeline.engines import require_ray
+        from data_pipeline.engines.pools import require_ray
 
         require_ray()  # the run imports it anyway, once its directory is written
 
 
 def _run_mine(args: argparse.Namespace) -> int:
-    from data_pipeline.allocator import keep_freed_memory
-    from data_pipeline.runner import mine
+    from data_pipeline.engines.allocator import keep_freed_memory
+    from data_pipeline.run.runner import mine
     from swerl.paths import hold_folder
 
     _require_mine_options(args)
@@ -439,7 +439,7 @@ def _run_mine(args: argparse.Namespace) -> int:
 
 
 def _run_stats(args: argparse.Namespace) -> int:
-    from data_pipeline.stats import funnel, write_histograms
+    from data_pipeline.report.stats import funnel, write_histograms
 
     report = funnel(args.dir)
     print(report.text())
@@ -449,7 +449,7 @@ def _run_stats(args: argparse.Namespace) -> int:
 
 
 def _run_split(args: argparse.Namespace) -> int:
-    from data_pipeline.split import finished_rows, write_split
+    from data_pipeline.report.split import finished_rows, write_split
 
     table = finished_rows(args.dir)  # first: a folder that is no finished run is the error to name
     dest = args.to or args.dir / "split"

@@ -259,7 +259,7 @@ def mine_rows(repo: Path, out: Path, quiet: bool) -> tuple[list[dict[str, Any]],
     """`swerl data mine --local REPO --max-extra-files 0 --prompt-style compact` in process; returns the
     rows and the report."""
     from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
-    from data_pipeline.runner import mine
+    from data_pipeline.run.runner import mine
     from data_pipeline.sources.local import LocalSource
     from swerl.trainers.data import read_rows
 

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_pipeline.shards import read_drops, read_table
+from data_pipeline.run.shards import read_drops, read_table
 from swerl.paths import data_shards, read_manifest
 
 _STAGE_ORDER = ("collect", "filter", "decontaminate", "extract", "dedup", "context", "render")

@@ -29,23 +29,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from data_pipeline.commits import PatchReader
 from data_pipeline.config import MineConfig
-from data_pipeline.context import ContextBuilder
-from data_pipeline.decontam import Decontaminator
-from data_pipeline.dedup import Fingerprint, fingerprints
-from data_pipeline.extract import Dropped, Extracted, extract
-from data_pipeline.filters import candidate_drop_reason
-from data_pipeline.model_rank import ModelRanker
-from data_pipeline.render import build_row, check_expressible
+from data_pipeline.context.builder import ContextBuilder
+from data_pipeline.context.model_rank import ModelRanker
+from data_pipeline.context.tokens import token_counter
+from data_pipeline.extract.commits import PatchReader
+from data_pipeline.extract.contents import Dropped, Extracted, extract
+from data_pipeline.filter.decontam import Decontaminator
+from data_pipeline.filter.dedup import Fingerprint, fingerprints
+from data_pipeline.filter.rules import candidate_drop_reason
+from data_pipeline.render.rows import build_row, check_expressible
+from data_pipeline.run.shards import DATA_COMPRESSION, read_rows, write_drops, write_table
 from data_pipeline.schema import (
     PREPARED_SCHEMA,
     ROW_SCHEMA,
     Candidate,
     drop,
 )
-from data_pipeline.shards import DATA_COMPRESSION, read_rows, write_drops, write_table
-from data_pipeline.tokens import token_counter
 from swerl.git.objects import ObjectReader
 
 # The stage each drop reason is recorded under, when it is not the stage that raised it.

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_pipeline.spill import SpillMap
+from data_pipeline.engines.spill import SpillMap
 
 NUM_PERM = 64
 BANDS = 16

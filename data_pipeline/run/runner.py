@@ -37,7 +37,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data_pipeline.build import (
+from data_pipeline.config import MineConfig
+from data_pipeline.engines.pools import BLOCK, SAME_PROCESS, Pending, Submit, open_engine
+from data_pipeline.engines.spill import SpillMap
+from data_pipeline.filter.decontam import identify, identity_note
+from data_pipeline.filter.dedup import Deduplicator, Fingerprint
+from data_pipeline.run.schedule import ShardPlan
+from data_pipeline.run.shards import Manifest, read_table, shard_intact, shard_name, write_drops, write_table
+from data_pipeline.run.stages import (
     BuildTask,
     Prepared,
     RenderTask,
@@ -45,15 +52,8 @@ from data_pipeline.build import (
     render_shard,
     shard_fingerprints,
 )
-from data_pipeline.config import MineConfig
-from data_pipeline.decontam import identify, identity_note
-from data_pipeline.dedup import Deduplicator, Fingerprint
-from data_pipeline.engines import BLOCK, SAME_PROCESS, Pending, Submit, open_engine
-from data_pipeline.schedule import ShardPlan
 from data_pipeline.schema import CANDIDATE_SCHEMA, Candidate, drop
-from data_pipeline.shards import Manifest, read_table, shard_intact, shard_name, write_drops, write_table
 from data_pipeline.sources.base import Source
-from data_pipeline.spill import SpillMap
 
 # Test hook: seconds to sleep after each finished build and render shard, so a test can kill a run mid-way.
 _PAUSE_ENV = "SWERL_DATA_PAUSE_AFTER_SHARD"

@@ -1,5 +1,5 @@
 /*
- * data_pipeline._tokencount -- the token estimate of data_pipeline.tokens in one C pass.
+ * data_pipeline.context._tokencount -- the token estimate of data_pipeline.context.tokens in one C pass.
  *
  * Why this exists: the estimate, len(_PIECES.findall(text)) with
  *     _PIECES = r"[A-Za-z]{1,8}|\d{1,8}|[ \t]{1,8}|\n|[^\sA-Za-z\d]|\s",
@@ -152,8 +152,8 @@ static PyMethodDef tokencount_methods[] = {
 
 static struct PyModuleDef tokencount_module = {
     PyModuleDef_HEAD_INIT,
-    "data_pipeline._tokencount",
-    "Compiled token estimate, used by data_pipeline.tokens.",
+    "data_pipeline.context._tokencount",
+    "Compiled token estimate, used by data_pipeline.context.tokens.",
     -1,
     tokencount_methods,
     NULL,

@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from data_pipeline.context import ContextResult
-from data_pipeline.extract import Dropped, Extracted
+from data_pipeline.context.builder import ContextResult
+from data_pipeline.context.tokens import TokenCounter
+from data_pipeline.extract.contents import Dropped, Extracted
 from data_pipeline.schema import Candidate
-from data_pipeline.tokens import TokenCounter
 from swerl.edit_format import answer_error
 
 

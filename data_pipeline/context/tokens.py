@@ -6,7 +6,7 @@ and long identifiers split further. The estimate needs no download, is determini
 in the manifest, so a budget means the same thing on every machine of a run.
 
 Counting is on the hot path of mining (every file shown, every prompt), so text is counted in C by the
-optional extension `data_pipeline._tokencount` (6-16x faster than numpy, whose fixed cost per call and
+optional extension `data_pipeline.context._tokencount` (6-16x faster than numpy, whose fixed cost per call and
 several whole-array passes dominate for a file, and ~30x faster than the regular expression). Where it
 could not be built (no C compiler) ASCII text is counted with numpy (`_ascii_estimate`, also the tested
 reference) and other text with the regular expression, which stays the definition. Each distinct text
@@ -24,7 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 try:
-    from data_pipeline._tokencount import estimate as _compiled_estimate
+    from data_pipeline.context._tokencount import estimate as _compiled_estimate
 except ImportError:  # built without a C compiler: the numpy path below gives the same counts
     _compiled_estimate = None
 

@@ -24,13 +24,13 @@ from typing import TypeVar
 import numpy as np
 
 from data_pipeline.config import ContextConfig, FilterConfig
-from data_pipeline.edges import EDGES, Delta, LineEdges, apply_deltas
-from data_pipeline.extract import Dropped
-from data_pipeline.filters import file_role
-from data_pipeline.imports import ModuleIndex, imported_modules, module_names
-from data_pipeline.model_rank import RankRequest
-from data_pipeline.pool import PoolListing
-from data_pipeline.tokens import TokenCounter, count_composed, estimate_tokens, estimate_uncached
+from data_pipeline.context.imports import ModuleIndex, imported_modules, module_names
+from data_pipeline.context.model_rank import RankRequest
+from data_pipeline.context.pool import PoolListing
+from data_pipeline.context.tokens import TokenCounter, count_composed, estimate_tokens, estimate_uncached
+from data_pipeline.extract.contents import Dropped
+from data_pipeline.extract.edges import EDGES, Delta, LineEdges, apply_deltas
+from data_pipeline.filter.rules import file_role
 from swerl.edit_format import build_messages, render_repair_prompt, system_prompt_for
 from swerl.git import GitError
 from swerl.git.objects import ObjectReader

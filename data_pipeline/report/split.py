@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from data_pipeline.shards import read_table, write_arrow
+from data_pipeline.run.shards import read_table, write_arrow
 from swerl.errors import UserError
 from swerl.paths import finished_shards
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from unidiff import PatchSet
 
-from data_pipeline.commits import TOO_LARGE, CommitPatch, FileChange, PatchReader
 from data_pipeline.config import FilterConfig
-from data_pipeline.edges import EDGES, segment_delta
-from data_pipeline.filters import file_role, looks_generated
+from data_pipeline.extract.commits import TOO_LARGE, CommitPatch, FileChange, PatchReader
+from data_pipeline.extract.edges import EDGES, segment_delta
+from data_pipeline.filter.rules import file_role, looks_generated
 from data_pipeline.schema import Candidate
 from swerl.edit_format import PatchApplyError, apply_patch_to_contents, parse_patch
 from swerl.edit_format.patch import apply_parsed_patch
