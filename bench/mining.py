@@ -4,7 +4,7 @@ Generates a repository with thousands of PR commits (squash and merge, real stdl
 `data_pipeline.synthetic`), times `git log -p` over it, then times a full `--local` mining run (collect,
 filter, extract, dedup, context, render, Parquet) in a subprocess, and prints the ratio and the peak
 memory of each, as medians of `--repeat` alternated runs, and where mining's CPU went (the workers'
-prepare and render, from the manifest, and the rest). Goal: at most 3x the floor.
+extract and render, from the manifest, and the rest). Goal: at most 3x the floor.
 
     PYTHONPATH=. .venv/bin/python bench/mining.py                 # 3,000 PRs, 40 modules: docs/benchmarks.md
     PYTHONPATH=. .venv/bin/python bench/mining.py --files 1000    # pools of ~1,000 files per PR
@@ -136,12 +136,12 @@ def main() -> int:
         )
         # Where mining's CPU went: the workers' own time per stage, as the manifest records it, and the
         # rest (the driver's listing, dedup and bookkeeping, every git process, process start-up).
-        prepare, render = (
-            statistics.median(run.get(stage, 0.0) for run in stages) for stage in ("prepare", "render")
+        extract, render = (
+            statistics.median(run.get(stage, 0.0) for run in stages) for stage in ("extract", "render")
         )
         print(
-            f"mining cpu: workers prepare {prepare:.2f} s, render {render:.2f} s; "
-            f"driver, git and the rest {mined_cpu - prepare - render:.2f} s"
+            f"mining cpu: workers extract {extract:.2f} s, render {render:.2f} s; "
+            f"driver, git and the rest {mined_cpu - extract - render:.2f} s"
         )
     return 0
 

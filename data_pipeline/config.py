@@ -11,7 +11,8 @@ from swerl.errors import UserError
 
 @dataclass(frozen=True)
 class FilterConfig:
-    """Thresholds of stage 3. Defaults keep PRs that fit a long-context prompt and a reviewable fix."""
+    """Thresholds of stages 2 (filter) and 3 (extract). Defaults keep PRs that fit a long-context prompt
+    and a reviewable fix."""
 
     max_files: int = 10
     max_lines_changed: int = 600
@@ -34,7 +35,7 @@ class FilterConfig:
 
 @dataclass(frozen=True)
 class ContextConfig:
-    """Stage 4: how many tokens of files a prompt may show, and how many unmodified files at most."""
+    """Stage 5, context: how many tokens of files a prompt may show, and how many unmodified files at most."""
 
     max_prompt_tokens: int = 16_384
     max_extra_files: int = 8

@@ -45,10 +45,10 @@ DROP_SCHEMA = pa.schema(
     ]
 )
 
-# A candidate that passed filter, decontamination and extraction (stage 2-3 output, `build/`): what
+# A candidate that passed filter, decontamination and extraction (stages 2-3, folder `extract/`): what
 # dedup compares, and all it needs to rebuild its index on resume. The extracted contents themselves go
-# from prepare to render in the worker's memory (see `build`).
-PREPARED_SCHEMA = pa.schema(
+# from extract to render in the worker's memory (see `run.stages`).
+EXTRACTED_SCHEMA = pa.schema(
     [
         ("instance_id", pa.string()),
         ("repo", pa.string()),

@@ -50,8 +50,8 @@ def test_mine_then_stats(tmp_path):
     assert "candidate PRs" in stats.stdout and "rows" in stats.stdout
     report = funnel(out)
     assert report.complete and report.candidates == 12 and report.rows > 0
-    # Where the workers' time went, from the manifest: prepare and render CPU seconds.
-    assert set(report.cpu) == {"prepare", "render"} and min(report.cpu.values()) > 0
+    # Where the workers' time went, from the manifest: extract and render CPU seconds.
+    assert set(report.cpu) == {"extract", "render"} and min(report.cpu.values()) > 0
     assert "worker CPU" in stats.stdout
     for name in ("prompt_tokens.png", "files_per_instance.png"):
         data = (out / "stats" / name).read_bytes()

@@ -162,7 +162,7 @@ def test_the_finer_mode_drops_only_the_instances_own_prs(upstream, tmp_path):
     summary = mine(
         tmp_path / "out", LocalSource(clone, tmp_path / "cache"), config, workers=1, progress=False
     )
-    drops = pq.read_table(tmp_path / "out" / "build" / "drops-00000.parquet").to_pylist()
+    drops = pq.read_table(tmp_path / "out" / "extract" / "drops-00000.parquet").to_pylist()
     contaminated = [d for d in drops if d["reason"] == "contaminated"]
     assert [d["instance_id"] for d in contaminated] == [f"local__my-project-{prs[2].number}"]
     assert contaminated[0]["detail"] == (

@@ -62,8 +62,8 @@ class _Deferred:
         return self.value
 
 
-def test_shards_between_prepare_and_render_stay_within_the_window(tmp_path, monkeypatch):
-    """Prepared rows wait for their render in worker memory, so the driver must not run ahead: with an
+def test_shards_between_extract_and_render_stay_within_the_window(tmp_path, monkeypatch):
+    """Extracted rows wait for their render in worker memory, so the driver must not run ahead: with an
     engine that never finishes on its own, at most `WINDOW_PER_WORKER * workers` shards are submitted
     and not yet rendered; the rows are those of a plain run."""
     from contextlib import contextmanager
@@ -81,15 +81,15 @@ def test_shards_between_prepare_and_render_stay_within_the_window(tmp_path, monk
     builder.write(tmp_path / "repo")
     config = MineConfig(shard_size=1)
     log: list[str] = []
-    submitted = {"prepare_shard": 0}
+    submitted = {"extract_shard": 0}
     in_flight = []
 
     @contextmanager
     def deferred_engine(engine, workers):
         def submit(fn, task, shard):
-            if fn.__name__ == "prepare_shard":
-                submitted["prepare_shard"] += 1
-            in_flight.append(submitted["prepare_shard"] - log.count("render_shard"))
+            if fn.__name__ == "extract_shard":
+                submitted["extract_shard"] += 1
+            in_flight.append(submitted["extract_shard"] - log.count("render_shard"))
             return _Deferred(fn, task, log)
 
         yield submit
@@ -99,7 +99,7 @@ def test_shards_between_prepare_and_render_stay_within_the_window(tmp_path, monk
     summary = runner.mine(tmp_path / "a", source, config, workers=1, progress=False)
     monkeypatch.undo()
     plain = runner.mine(tmp_path / "b", source, config, workers=1, progress=False)
-    assert submitted["prepare_shard"] >= 25 and summary.rows == plain.rows > 0
+    assert submitted["extract_shard"] >= 25 and summary.rows == plain.rows > 0
     assert max(in_flight) == runner.WINDOW_PER_WORKER + 1  # the one submitted before the driver waits
     for name in sorted(p.name for p in (tmp_path / "b" / "data").glob("*.parquet")):
         assert pq.read_table(tmp_path / "a" / "data" / name).equals(

@@ -131,7 +131,7 @@ def test_gharchive_pairs_prs_with_issues(tmp_path):
     rows = [r for f in sorted((out / "data").glob("shard-*.parquet")) for r in pq.read_table(f).to_pylist()]
     drops = {
         r["instance_id"]: r["reason"]
-        for f in sorted((out / "build").glob("drops-*.parquet"))
+        for f in sorted((out / "extract").glob("drops-*.parquet"))
         for r in pq.read_table(f).to_pylist()
     }
     assert sorted(r["pull_number"] for r in rows) == sorted(pr.number for pr in prs)

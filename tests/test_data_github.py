@@ -268,7 +268,7 @@ def test_prs_are_linked_to_issues_and_filtered(server, mined):
     rows = {r["pull_number"]: r for r in _rows(mined["out"] / "data")}
     drops = {
         r["instance_id"]: r["reason"]
-        for f in ("build", "collect", "dedup", "render")
+        for f in ("extract", "collect", "dedup", "render")
         for r in _rows(mined["out"] / f, "drops-")
     }
     for number, reason in server["expected"].items():

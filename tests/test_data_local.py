@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import pytest
 
 from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
 from data_pipeline.filter.rules import looks_generated
+from data_pipeline.report.stats import funnel
 from data_pipeline.run.runner import mine
 from data_pipeline.sources.local import LocalSource
 from data_pipeline.synthetic import edge_case_history
@@ -41,7 +43,7 @@ def read_dir(folder: Path, prefix: str = "shard-") -> list[dict]:
 
 def all_drops(out: Path) -> dict[str, str]:
     drops = {}
-    for folder in ("collect", "build", "dedup", "render"):
+    for folder in ("collect", "extract", "dedup", "render"):
         for record in read_dir(out / folder, "drops-"):
             drops.setdefault(
                 record["instance_id"]
@@ -194,9 +196,9 @@ def test_changed_options_are_refused_in_an_existing_output(mined):
         mine(mined["out"], source, MineConfig(shard_size=5), workers=1, progress=False)
 
 
-@pytest.mark.parametrize("stage", ["build", "render"])
+@pytest.mark.parametrize("stage", ["extract", "render"])
 def test_kill_9_then_resume_gives_identical_rows(mined, tmp_path, stage):
-    """Killed while shards are prepared (before dedup) or rendered (after it)."""
+    """Killed while shards are extracted (before dedup) or rendered (after it)."""
     out = tmp_path / "out"
     cmd = [
         sys.executable,
@@ -249,14 +251,13 @@ def test_kill_9_then_resume_gives_identical_rows(mined, tmp_path, stage):
 def test_shards_lost_in_a_crash_are_rebuilt(mined, tmp_path):
     """A machine crash can lose files the manifest lists (shards are not fsynced one by one): the next run
     finds them by footer and row count and produces them again, with identical final rows."""
-    import shutil
 
     out = tmp_path / "out"
     shutil.copytree(mined["out"], out)
     data = sorted((out / "data").glob("shard-*.parquet"))
     data[0].write_bytes(data[0].read_bytes()[:100])  # truncated
-    (out / "build" / "shard-00001.parquet").unlink()  # lost
-    sorted((out / "build").glob("drops-*.parquet"))[0].write_bytes(b"")  # emptied
+    (out / "extract" / "shard-00001.parquet").unlink()  # lost
+    sorted((out / "extract").glob("drops-*.parquet"))[0].write_bytes(b"")  # emptied
     source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
     summary = mine(out, source, CONFIG, workers=1, progress=False)
     assert read_dir(out / "data") == read_dir(mined["out"] / "data")
@@ -267,7 +268,7 @@ def test_shards_lost_in_a_crash_are_rebuilt(mined, tmp_path):
 def test_drops_files_exist_only_where_something_was_dropped(mined):
     """Like data/, which holds only shards that kept a row: a stage writes no empty drops file."""
     state = json.loads((mined["out"] / "manifest.json").read_text())
-    for stage in ("collect", "build", "dedup", "render"):
+    for stage in ("collect", "extract", "dedup", "render"):
         for name, info in state["stages"][stage]["shards"].items():
             path = mined["out"] / stage / name.replace("shard-", "drops-")
             dropped = sum(info.get("drops", {}).values())
@@ -284,7 +285,7 @@ def test_training_rows_are_zstd_and_the_bookkeeping_snappy(mined):
         return {meta.row_group(0).column(i).compression for i in range(meta.num_columns)}
 
     assert all(codecs(path) == {"ZSTD"} for path in (mined["out"] / "data").glob("shard-*.parquet"))
-    for stage in ("collect", "build", "dedup", "render"):
+    for stage in ("collect", "extract", "dedup", "render"):
         for path in (mined["out"] / stage).glob("*.parquet"):
             assert codecs(path) == {"SNAPPY"}, path
 
@@ -300,15 +301,37 @@ def test_an_output_of_another_pipeline_version_is_refused(mined, tmp_path):
         mine(out, source, CONFIG, workers=1, progress=False)
 
 
-def test_prepare_keeps_its_rows_for_the_render_only_when_asked(mined, tmp_path):
-    """The local engine renders a shard where it was prepared, so prepare leaves the extracted rows in
+def test_an_output_of_the_previous_layout_is_read_and_resumed(mined, tmp_path):
+    """Version 3 named the extract stage `build` (manifest key and folder): `swerl data stats` reads such
+    an output as it is, and a run that resumes it renames it and finds every shard finished."""
+    out = tmp_path / "out"
+    shutil.copytree(mined["out"], out)
+    state = json.loads((out / "manifest.json").read_text())
+    state["stages"]["build"] = state["stages"].pop("extract")
+    (out / "manifest.json").write_text(json.dumps({**state, "version": 3}))
+    (out / "extract").rename(out / "build")
+    assert funnel(out) == funnel(mined["out"]) and funnel(out).drops.get("extract")
+    written = {path.name: path.stat().st_mtime_ns for path in (out / "build").iterdir()}
+    source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
+    summary = mine(out, source, CONFIG, workers=1, progress=False)
+    assert not (out / "build").exists()
+    assert {path.name: path.stat().st_mtime_ns for path in (out / "extract").iterdir()} == written
+    state = json.loads((out / "manifest.json").read_text())
+    assert state["version"] == 4 and "build" not in state["stages"] and state["stages"]["extract"]["done"]
+    assert read_dir(out / "data") == read_dir(mined["out"] / "data")
+    assert summary.rows == mined["summary"].rows
+    assert funnel(out) == funnel(mined["out"])
+
+
+def test_extract_keeps_its_rows_for_the_render_only_when_asked(mined, tmp_path):
+    """The local engine renders a shard where it was extracted, so extract leaves the extracted rows in
     the process; Ray does not, so they would only hold memory there."""
-    from data_pipeline.run import stages as build
+    from data_pipeline.run import stages
 
     source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
     git_dirs = {"acme/widgets": str(source.git_dir("acme/widgets"))}
     for keep in (False, True):
-        task = build.BuildTask(
+        task = stages.ExtractTask(
             candidates=mined["out"] / "collect" / "shard-00000.parquet",
             rows=tmp_path / f"keep-{keep}" / "shard-00000.parquet",
             drops=tmp_path / f"keep-{keep}" / "drops-00000.parquet",
@@ -316,25 +339,25 @@ def test_prepare_keeps_its_rows_for_the_render_only_when_asked(mined, tmp_path):
             config=CONFIG,
             keep=keep,
         )
-        prepared = build.prepare_shard(task)
-        assert prepared.info["rows"] > 0
-        assert (str(task.rows) in build._PREPARED) == keep
-        build._PREPARED.pop(str(task.rows), None)
+        extracted = stages.extract_shard(task)
+        assert extracted.info["rows"] > 0
+        assert (str(task.rows) in stages._EXTRACTED) == keep
+        stages._EXTRACTED.pop(str(task.rows), None)
 
 
-def test_prepared_rows_held_for_the_render_are_bounded_by_their_text(mined, tmp_path, monkeypatch):
-    """Past the budget of file text, the oldest prepared shards are let go (their render extracts them
+def test_extracted_rows_held_for_the_render_are_bounded_by_their_text(mined, tmp_path, monkeypatch):
+    """Past the budget of file text, the oldest extracted shards are let go (their render extracts them
     again); the newest is always kept, however large."""
-    from data_pipeline.run import stages as build
+    from data_pipeline.run import stages
 
     source = LocalSource(mined["repo"], mined["root"] / "cache", repo="acme/widgets")
     git_dirs = {"acme/widgets": str(source.git_dir("acme/widgets"))}
     held = {}
     for budget in (1 << 30, 1):
-        monkeypatch.setattr(build, "_PREPARED_CHARS", budget)
-        build._PREPARED.clear()
+        monkeypatch.setattr(stages, "_EXTRACTED_CHARS", budget)
+        stages._EXTRACTED.clear()
         for index in range(3):
-            task = build.BuildTask(
+            task = stages.ExtractTask(
                 candidates=mined["out"] / "collect" / f"shard-{index:05d}.parquet",
                 rows=tmp_path / f"{budget}" / f"shard-{index:05d}.parquet",
                 drops=tmp_path / f"{budget}" / f"drops-{index:05d}.parquet",
@@ -342,9 +365,9 @@ def test_prepared_rows_held_for_the_render_are_bounded_by_their_text(mined, tmp_
                 config=CONFIG,
                 keep=True,
             )
-            build.prepare_shard(task)
-        held[budget] = [(name.rsplit("/", 1)[1], size) for name, (size, _) in build._PREPARED.items()]
-    build._PREPARED.clear()
+            stages.extract_shard(task)
+        held[budget] = [(name.rsplit("/", 1)[1], size) for name, (size, _) in stages._EXTRACTED.items()]
+    stages._EXTRACTED.clear()
     assert [name for name, _ in held[1 << 30]] == [f"shard-{i:05d}.parquet" for i in range(3)]
     assert held[1 << 30][0][1] > 0  # the first shard holds text: a budget of 1 must let it go
     assert held[1][-1][0] == "shard-00002.parquet"  # the newest stays, whatever its size

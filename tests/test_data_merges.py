@@ -231,7 +231,7 @@ def test_trimmed_events_the_history_cannot_settle_are_asked_of_the_api(history):
         )
         mine(root / "out-api", source, MineConfig(shard_size=3), workers=1, progress=False)
     rows = {row["pull_number"]: row for row in _rows(root / "out-api" / "data")}
-    build = _rows(root / "out-api" / "build")
+    build = _rows(root / "out-api" / "extract")
     drops = {int(d["instance_id"].rsplit("-", 1)[1]): d["reason"] for d in build if "reason" in d}
     assert sorted(rows) == [1, 2, 3] and drops[4] == "not_merged"
     _check_oracles(rows, merges, bases, changed)

@@ -145,7 +145,7 @@ def rows_and_drops(out: Path) -> tuple[dict[int, dict], dict[int, str]]:
     """A mining run's rows and its drop reasons over every stage, each by PR number."""
     rows = {row["pull_number"]: row for row in _rows(out / "data")}
     drops = {}
-    for stage in ("collect", "build", "dedup", "render"):
+    for stage in ("collect", "extract", "dedup", "render"):
         drops |= {
             int(d["instance_id"].rsplit("-", 1)[1]): d["reason"] for d in _rows(out / stage) if "reason" in d
         }

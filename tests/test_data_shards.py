@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from data_pipeline.run.shards import read_rows, rows_to_table, write_table
-from data_pipeline.schema import CANDIDATE_SCHEMA, DROP_SCHEMA, PREPARED_SCHEMA, ROW_SCHEMA
+from data_pipeline.schema import CANDIDATE_SCHEMA, DROP_SCHEMA, EXTRACTED_SCHEMA, ROW_SCHEMA
 
 CANDIDATE = {
     "instance_id": "acme__w-1",
@@ -61,7 +61,7 @@ def _row(i: int) -> dict:
         (ROW_SCHEMA, []),
         (CANDIDATE_SCHEMA, [CANDIDATE, {**CANDIDATE, "merged": False, "issue_numbers": [3, 4]}] * 5),
         (DROP_SCHEMA, [{"instance_id": "a", "repo": "b", "stage": "c", "reason": "d", "detail": "é"}]),
-        (PREPARED_SCHEMA, [{"instance_id": "a", "repo": "b", "oracle_patch": "-x\n+y\n"}]),
+        (EXTRACTED_SCHEMA, [{"instance_id": "a", "repo": "b", "oracle_patch": "-x\n+y\n"}]),
         # A None anywhere in a column goes through pyarrow's own converter.
         (CANDIDATE_SCHEMA, [{**CANDIDATE, "author": None, "issue_numbers": None}]),
     ],

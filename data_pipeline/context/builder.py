@@ -1,4 +1,4 @@
-"""Stage 4: the files a prompt shows: every modified file plus relevant unmodified ones, shuffled.
+"""Stage 5, context: the files a prompt shows: every modified file plus relevant unmodified ones, shuffled.
 
 If only modified files were shown, a policy would learn to edit everything it sees. So the prompt also
 shows unmodified files a developer would open: files the modified ones import or are imported by, files

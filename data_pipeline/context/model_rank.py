@@ -1,4 +1,4 @@
-"""Stage 4, optional: a model behind an OpenAI-compatible chat endpoint names the unmodified files a
+"""Stage 5 (context), optional: a model behind an OpenAI-compatible chat endpoint names the unmodified files a
 developer would open for an issue; `ContextBuilder` puts its picks before the model-free tiers.
 
 The model-free tiers (imports, same package, BM25) only see words and import lines; a model also reads

@@ -1,9 +1,9 @@
 """Where the per-shard stage functions run: this machine's cores, or a Ray cluster.
 
-A stage function (`build.prepare_shard`, `build.render_shard`) is a top-level function of a picklable
+A stage function (`stages.extract_shard`, `stages.render_shard`) is a top-level function of a picklable
 task holding paths and config only, and it is a pure function of its input. So any engine that can call
 a function on another process can run it: the results are the same rows whichever runs them. Tasks are
-submitted one at a time as the driver produces them (a shard is prepared while later shards are still
+submitted one at a time as the driver produces them (a shard is extracted while later shards are still
 being collected, and rendered as soon as dedup has passed over it), and the driver collects the results
 in shard order, so the manifest lists shards in order and a resumed run sees the same manifest.
 
@@ -13,13 +13,13 @@ in shard order, so the manifest lists shards in order and a resumed run sees the
   across the shards it runs, and consecutive shards share most of what they read (the base of a PR's
   file is usually the merged file of a PR just before it), so a process that runs a stretch of
   consecutive shards reads from git and indexes a fraction of what one running every other shard
-  does. Because a shard's render runs where its prepare ran, it finds the extracted rows in that
-  process's memory (`build._PREPARED`) instead of extracting them again.
+  does. Because a shard's render runs where its extract ran, it finds the extracted rows in that
+  process's memory (`stages._EXTRACTED`) instead of extracting them again.
 - `ray` (optional extra, `pip install swerl[ray]`): one Ray task per shard. `ray.init()` joins the
   cluster named by `RAY_ADDRESS` when set, else starts a local instance with `workers` CPUs. On a
   cluster, the clone cache and the output directory must be on storage every node sees at the same path.
   A render task extracts its shard again (same rows, more work: the price of letting Ray place tasks
-  freely), so prepare does not keep the rows there (`SAME_PROCESS`).
+  freely), so extract does not keep the rows there (`SAME_PROCESS`).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 ENGINES = ("local", "ray")
-# Whether an engine runs the prepare and the render of a shard on the same process, so that the render
-# finds what the prepare extracted in that process's memory.
+# Whether an engine runs the extract and the render of a shard on the same process, so that the render
+# finds the rows extracted there in that process's memory.
 SAME_PROCESS = {"local": True, "ray": False}
 
 

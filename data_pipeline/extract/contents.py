@@ -1,4 +1,5 @@
-"""Stage 2: for each PR, the base and merged contents of every modified file and the patch between them.
+"""Stage 3, extract: for each PR, the base and merged contents of every modified
+file and the patch between them.
 
 The merged commit is diffed against the PR's base: its first parent for a merge and for a squash
 commit alike, the commit before the first rebased one for a rebase merge. Contents come from blobs,

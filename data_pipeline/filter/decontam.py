@@ -1,4 +1,5 @@
-"""Decontamination: no training row may come from a repository or instance that a benchmark evaluates.
+"""Stage 2, filter: decontamination. No training row may come from a repository or instance that a
+benchmark evaluates.
 
 On by default. Training on a SWE-bench task's own PR, or on its repository's later history, inflates the
 benchmark score it is then measured on. The SWE-bench instances (SWE-bench, Lite, Verified, Multimodal,

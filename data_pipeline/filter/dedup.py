@@ -1,4 +1,4 @@
-"""Near-duplicate removal across the whole run: the same fix must not be trained on twice.
+"""Stage 4, dedup: near-duplicate removal across the whole run: the same fix must not be trained on twice.
 
 The same change reaches a data set many times: backports, cherry-picks, forks in GH Archive, a PR that
 was reverted and re-landed. Two rows are duplicates when their oracle patches change the same lines
@@ -127,7 +127,7 @@ class Deduplicator:
         return self.check_fingerprint(fingerprint(repo, patch, self.threshold))
 
     def check_fingerprint(self, found: Fingerprint) -> str | None:
-        """`check` for a fingerprint computed beforehand (by the worker that prepared the row)."""
+        """`check` for a fingerprint computed beforehand (by the worker that extracted the row)."""
         if found.exact in self._exact:
             return "same changed lines as an earlier row"
         signature = found.signature
@@ -174,7 +174,7 @@ def fingerprint(repo: str, patch: str, threshold: float) -> Fingerprint:
 
 def fingerprints(rows: list[tuple[str, str]], threshold: float) -> list[Fingerprint]:
     """The fingerprint of each (repo, oracle patch). It depends on the row alone, so the workers that
-    prepare rows compute it in parallel, a shard at a time, and the sequential dedup pass only looks keys
+    extract rows compute it in parallel, a shard at a time, and the sequential dedup pass only looks keys
     up."""
     exact: list[str] = []
     near: list[set[str]] = []  # the changed lines of the rows long enough for near-duplicate search

@@ -1,4 +1,4 @@
-"""Stage 3: which PRs make training rows, and a named reason for every one that does not.
+"""Stage 2, filter: which PRs make training rows, and a named reason for every one that does not.
 
 Every drop has a reason from `REASONS`, so the funnel (`swerl data stats`) explains where data went and
 a threshold that throws away too much is visible at once. File roles decide what the model is asked to

@@ -1,4 +1,4 @@
-"""Stage 5: the training row, with the prompt rendered by the core's edit format.
+"""Stage 6, render: the training row, with the prompt rendered by the core's edit format.
 
 A row is kept only if the core's `canonical_answer` can express its oracle as SEARCH/REPLACE edits over
 exactly the shown context. That makes the reward of a perfect answer 1.0 by construction, which the

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_pipeline.run.shards import read_drops, read_table
+from data_pipeline.run.shards import read_drops, read_table, stage_dir, upgraded
 from swerl.paths import data_shards, read_manifest
 
 _STAGE_ORDER = ("collect", "filter", "decontaminate", "extract", "dedup", "context", "render")
@@ -26,8 +26,8 @@ class Funnel:
     rows: int = 0
     drops: dict[str, Counter[str]] = field(default_factory=dict)
     complete: bool = False
-    # CPU seconds the workers spent per stage ("prepare": filter, decontaminate, extract; "render":
-    # context and prompts), summed over the shards this output's runs finished.
+    # CPU seconds the workers spent per shard stage ("extract": filter, decontaminate, extract;
+    # "render": context and prompts), summed over the shards this output's runs finished.
     cpu: dict[str, float] = field(default_factory=dict)
 
     def text(self) -> str:
@@ -61,19 +61,20 @@ class Funnel:
 
 def funnel(out: Path) -> Funnel:
     """Counts per stage and drop reason, from the manifest and the drop shards."""
-    stages = read_manifest(out)["stages"]
+    stages = upgraded(read_manifest(out))["stages"]
     result = Funnel()
     result.commits_scanned = stages.get("collect", {}).get("commits_scanned")
     result.candidates = sum(info["rows"] for info in stages.get("collect", {}).get("shards", {}).values())
     result.rows = sum(info["rows"] for info in stages.get("render", {}).get("shards", {}).values())
     result.complete = bool(stages.get("render", {}).get("done"))
-    for stage, label in (("build", "prepare"), ("render", "render")):
+    for stage in ("extract", "render"):
         shards = stages.get(stage, {}).get("shards", {}).values()
         if any("cpu_s" in info for info in shards):
-            result.cpu[label] = sum(info.get("cpu_s", 0.0) for info in shards)
-    for stage in ("collect", "build", "dedup", "render"):
+            result.cpu[stage] = sum(info.get("cpu_s", 0.0) for info in shards)
+    for stage in ("collect", "extract", "dedup", "render"):
         for name in stages.get(stage, {}).get("shards", {}):
-            for record in read_drops(out / stage / name.replace("shard-", "drops-"), ["stage", "reason"]):
+            drops = stage_dir(out, stage) / name.replace("shard-", "drops-")
+            for record in read_drops(drops, ["stage", "reason"]):
                 result.drops.setdefault(record["stage"], Counter())[record["reason"]] += 1
     return result
 

@@ -1,13 +1,13 @@
-"""A mining run: collect -> prepare (per shard, in parallel) -> dedup -> render (per shard, in parallel),
+"""A mining run: collect -> extract (per shard, in parallel) -> dedup -> render (per shard, in parallel),
 resumable at every shard.
 
 Layout of the output directory:
 
     manifest.json              config, source identity, resolved state, finished shards and counts
     collect/shard-NNNNN.parquet  candidates (stage 1); collect/drops-NNNNN.parquet
-    build/shard-NNNNN.parquet    rows that passed filter, decontamination and extraction (instance id,
-                                 repository, oracle patch: what dedup needs); build/drops-NNNNN.parquet
-    dedup/drops-NNNNN.parquet    near duplicates removed from each build shard
+    extract/shard-NNNNN.parquet    rows that passed filter, decontamination and extraction (instance id,
+                                 repository, oracle patch: what dedup needs); extract/drops-NNNNN.parquet
+    dedup/drops-NNNNN.parquet    near duplicates removed from each extract shard
     render/drops-NNNNN.parquet   rows whose prompt cannot fit or whose oracle the format cannot express
     data/shard-NNNNN.parquet     final rows: context and prompt of each kept row (only shards that kept
                                  at least one row)
@@ -16,10 +16,10 @@ A drops file exists only for a shard that its stage dropped something from (`sha
 
 Dedup runs before the token budget and the format are checked and before context is chosen, so rows it
 drops never get counted, checked or rendered.
-The stages overlap: each collect shard is submitted for prepare as soon as the plan of workers gives it
-one (`schedule.ShardPlan`: at once, or once its round of shards is listed), and each prepared shard is
-deduplicated (on the driver) and submitted for render, on the worker that prepared it, as soon as it and
-every shard before it are prepared, so the workers never wait for a whole stage to finish.
+The stages overlap: each collect shard is submitted for extract as soon as the plan of workers gives it
+one (`schedule.ShardPlan`: at once, or once its round of shards is listed), and each extracted shard is
+deduplicated (on the driver) and submitted for render, on the worker that extracted it, as soon as it and
+every shard before it are extracted, so the workers never wait for a whole stage to finish.
 `data/` is the training set: `datasets.load_dataset("parquet", data_dir=OUT / "data")`.
 A killed run started again with the same arguments skips every shard the manifest lists and redoes the
 rest; because shards are deterministic and dedup replays finished shards in order, the final rows are
@@ -45,10 +45,10 @@ from data_pipeline.filter.dedup import Deduplicator, Fingerprint
 from data_pipeline.run.schedule import ShardPlan
 from data_pipeline.run.shards import Manifest, read_table, shard_intact, shard_name, write_drops, write_table
 from data_pipeline.run.stages import (
-    BuildTask,
-    Prepared,
+    ExtractedShard,
+    ExtractTask,
     RenderTask,
-    prepare_shard,
+    extract_shard,
     render_shard,
     shard_fingerprints,
 )
@@ -94,10 +94,10 @@ class RunSummary:
 SPILL_LIMIT = 200_000
 
 
-_STAGES = ("collect", "build", "dedup", "render")
+_STAGES = ("collect", "extract", "dedup", "render")
 
-# Shards, per worker, that may be submitted for prepare and not yet rendered. Prepared rows wait for
-# their render in the memory of the worker that extracted them (`build._PREPARED`), so this bounds that
+# Shards, per worker, that may be submitted for extract and not yet rendered. Extracted rows wait for
+# their render in the memory of the worker that extracted them (`stages._EXTRACTED`), so this bounds that
 # memory; a few blocks keep every worker busy while the driver deduplicates in order.
 WINDOW_PER_WORKER = 3 * BLOCK
 
@@ -220,8 +220,8 @@ class _Pipeline:
     """Prepare, dedup and render of each collect shard, started as soon as its input exists.
 
     Prepare and render run on the engine; dedup, which is sequential by definition (the first row in run
-    order wins), runs here on the fingerprints the prepare workers computed. Shards move through the
-    stages in order: the results of prepare are taken in shard order, each is recorded, deduplicated
+    order wins), runs here on the fingerprints the extract workers computed. Shards move through the
+    stages in order: the results of extract are taken in shard order, each is recorded, deduplicated
     and its render submitted, then render results are recorded in shard order. So every stage's
     manifest entries are in order and a shard is recorded only after every earlier one, exactly as in
     a run of one stage after another, and the rows are the same whatever the engine and the timing.
@@ -248,10 +248,10 @@ class _Pipeline:
         self.on_stage = on_stage
         self.started: set[str] = set()
         self.git_dirs: dict[str, str] = {}
-        # Shards released by the plan (with their worker) whose prepare is not submitted yet, for room
+        # Shards released by the plan (with their worker) whose extract is not submitted yet, for room
         # in the window; then the submitted ones, in shard order.
         self.ready: deque[tuple[int, int]] = deque()
-        self.preparing: deque[tuple[int, Pending[Prepared] | None]] = deque()
+        self.extracting: deque[tuple[int, Pending[ExtractedShard] | None]] = deque()
         self.rendering: deque[tuple[int, Pending[dict[str, Any]] | None]] = deque()
         self.deduper = Deduplicator(config.dedup_threshold, _scratch(manifest), SPILL_LIMIT // 4)
         self.pause = float(os.environ.get(_PAUSE_ENV, "0") or 0)
@@ -290,7 +290,7 @@ class _Pipeline:
     def run(self) -> None:
         self._stage("collect")
         for index in collect(self.source, self.manifest, self.config, self.progress):
-            self._stage("build")
+            self._stage("extract")
             self.plan.listed(index)
             self.ready.extend(self.plan.release())
             self._fill()
@@ -305,22 +305,22 @@ class _Pipeline:
             self._advance_one()
         self._advance(block=True)
         self.deduper.close()
-        for stage in ("build", "dedup", "render"):
+        for stage in ("extract", "dedup", "render"):
             self.manifest.finish(stage)
         self.bar.close()
 
     def _advance(self, block: bool) -> None:
         """Take every result that is ready (all of them when `block`), in shard order."""
-        while self.preparing and (block or _ready(self.preparing[0][1])):
-            index, task = self.preparing.popleft()
+        while self.extracting and (block or _ready(self.extracting[0][1])):
+            index, task = self.extracting.popleft()
             if task is None:
                 found = shard_fingerprints(
-                    self.manifest.out / "build" / shard_name(index), self.config.dedup_threshold
+                    self.manifest.out / "extract" / shard_name(index), self.config.dedup_threshold
                 )
             else:
-                prepared = task.result()
-                self._record("build", index, prepared.info)
-                found = prepared.fingerprints
+                extracted = task.result()
+                self._record("extract", index, extracted.info)
+                found = extracted.fingerprints
             self._dedup(index, found)
         while self.rendering and (block or _ready(self.rendering[0][1])):
             index, pending = self.rendering.popleft()
@@ -331,29 +331,29 @@ class _Pipeline:
     def _advance_one(self) -> None:
         """Wait for the oldest shard in flight and take it (and whatever else is ready), then submit
         released shards for the room made."""
-        if self.preparing:
-            _wait(self.preparing[0][1])
+        if self.extracting:
+            _wait(self.extracting[0][1])
         elif self.rendering:
             _wait(self.rendering[0][1])
         self._advance(block=False)
         self._fill()
 
     def _in_flight(self) -> int:
-        return len(self.preparing) + len(self.rendering)
+        return len(self.extracting) + len(self.rendering)
 
     def _fill(self) -> None:
-        """Submit the prepare of released shards, in order, while the window has room."""
+        """Submit the extract of released shards, in order, while the window has room."""
         while self.ready and self._in_flight() <= self.window:
             index, worker = self.ready.popleft()
             task = None
-            if not self.manifest.shard_done("build", index):
+            if not self.manifest.shard_done("extract", index):
                 name = shard_name(index)
                 task = self.submit(
-                    prepare_shard,
-                    BuildTask(
+                    extract_shard,
+                    ExtractTask(
                         candidates=self.manifest.out / "collect" / name,
-                        rows=self.manifest.out / "build" / name,
-                        drops=self.manifest.out / "build" / _drops_name(index),
+                        rows=self.manifest.out / "extract" / name,
+                        drops=self.manifest.out / "extract" / _drops_name(index),
                         git_dirs=self._git_dirs(index),
                         config=self.config,
                         identities=self._identities(index),
@@ -361,7 +361,7 @@ class _Pipeline:
                     ),
                     worker,
                 )
-            self.preparing.append((index, task))
+            self.extracting.append((index, task))
 
     def _record(self, stage: str, index: int, info: dict[str, Any]) -> None:
         self.manifest.record_shard(stage, index, info)
@@ -369,7 +369,7 @@ class _Pipeline:
             time.sleep(self.pause)
 
     def _dedup(self, index: int, found: list[tuple[str, str, Fingerprint]]) -> None:
-        """Near-duplicate removal over one shard's prepared rows, then its render. A shard whose dedup is
+        """Near-duplicate removal over one shard's extracted rows, then its render. A shard whose dedup is
         recorded is replayed (the same checks in the same order, so the same drops) to rebuild the
         index. The render is given the dropped ids (not their file to read back)."""
         self._stage("dedup")
@@ -393,7 +393,7 @@ class _Pipeline:
                 render_shard,
                 RenderTask(
                     candidates=self.manifest.out / "collect" / name,
-                    prepared=self.manifest.out / "build" / name,
+                    extracted=self.manifest.out / "extract" / name,
                     dropped=frozenset(d["instance_id"] for d in drops),
                     rows=self.manifest.out / "data" / name,
                     drops=self.manifest.out / "render" / _drops_name(index),
@@ -401,7 +401,7 @@ class _Pipeline:
                     config=self.config,
                     identities=self._identities(index),
                 ),
-                self.plan.owner[index],  # where its prepared rows are
+                self.plan.owner[index],  # where its extracted rows are
             )
         self.rendering.append((index, task))
 
@@ -421,7 +421,7 @@ def _shard_files(manifest: Manifest, stage: str, name: str, info: dict[str, Any]
     files = [(manifest.out / stage / name.replace("shard-", "drops-"), dropped)] if dropped else []
     if stage == "render":
         return [*files, (manifest.out / "data" / name, info["rows"])] if info["rows"] else files
-    if stage in ("collect", "build"):
+    if stage in ("collect", "extract"):
         files.append((manifest.out / stage / name, info["rows"]))
     return files
 
@@ -444,7 +444,7 @@ def check_finished(manifest: Manifest) -> list[str]:
 
 def summarize(manifest: Manifest) -> RunSummary:
     summary = RunSummary(manifest.out)
-    for stage in ("collect", "build", "dedup", "render"):
+    for stage in ("collect", "extract", "dedup", "render"):
         for info in manifest.stage(stage)["shards"].values():
             summary.drops.update(info.get("drops", {}))
     summary.candidates = sum(i["rows"] for i in manifest.stage("collect")["shards"].values())
@@ -472,9 +472,9 @@ def mine(
     on_stage: Callable[[str], None] | None = None,
 ) -> RunSummary:
     """Run (or resume) every stage into `out`; returns counts for the closing report. The engine runs the
-    per-shard prepare and render stages (`local` process pool or `ray`) and does not change the rows.
+    per-shard extract and render stages (`local` process pool or `ray`) and does not change the rows.
     `on_stage` is called with each stage's name when that stage starts (stages overlap: a shard is
-    prepared while later ones are still collected)."""
+    extracted while later ones are still collected)."""
     start = time.perf_counter()
     run_config = {"source": source.describe(), "mine": config.record()}
     manifest = Manifest.open(out, run_config)

@@ -35,7 +35,31 @@ _DICTIONARY_COLUMNS = frozenset({"source", "repo", "problem_source", "stage", "r
 # 2: build/ holds prepared rows (dedup runs before context), a `render` stage writes data/.
 # 3: build/ holds only what dedup needs; the fit and expressibility checks moved after dedup, with
 #    their drops in render/.
-VERSION = 3
+# 4: build/ is named extract/ after its stages; a version 3 output is renamed when a run resumes it
+#    (`Manifest.open`) and read as it is by `swerl data stats` (`upgraded`, `stage_dir`).
+VERSION = 4
+# Stages of older layouts under the name they have now.
+_RENAMED_STAGES = {"build": "extract"}
+
+
+def upgraded(data: dict[str, Any]) -> dict[str, Any]:
+    """A manifest of version 3 in the vocabulary of this one (its stages renamed); others as they are."""
+    if data.get("version") != 3:
+        return data
+    stages = {_RENAMED_STAGES.get(name, name): info for name, info in data.get("stages", {}).items()}
+    return {**data, "version": VERSION, "stages": stages}
+
+
+def stage_dir(out: Path, stage: str) -> Path:
+    """Where `stage` of output `out` keeps its shards: its own name, or the older name an output not
+    yet resumed by this version still has."""
+    folder = out / stage
+    for old, new in _RENAMED_STAGES.items():
+        if new == stage and not folder.exists() and (out / old).is_dir():
+            return out / old
+    return folder
+
+
 # Seconds between manifest writes while shards are recorded (see `Manifest.record_shard`).
 _RECORD_EVERY = 0.2
 
@@ -67,7 +91,7 @@ def _tmp_for(path: Path) -> Path:
 # common Parquet codecs, at level 3: its window (2 MB against level 1's 512 KB) reaches the rows before
 # in a page, which show many of the same files, so on the mining benchmark it writes the data shards
 # in 10% less CPU than level 1 and half the bytes (10.9 against 19.1 MB). The run's bookkeeping
-# (candidates, prepared rows, drops: a few to a few hundred KB a shard) with snappy: zstd sets up and
+# (candidates, extracted rows, drops: a few to a few hundred KB a shard) with snappy: zstd sets up and
 # clears its match tables for every column chunk, which on such small tables costs more than twice the
 # rest of the write (0.4 against 0.18 ms for a shard of candidates), for files a third smaller.
 DATA_COMPRESSION = "zstd"
@@ -210,6 +234,8 @@ class Manifest:
                 raise UserError(
                     f"{path} is damaged (a machine crash while it was written?); delete {out} to start over"
                 ) from None
+            if data.get("version") == 3:
+                data = cls._rename_stages(out, data)
             if data.get("version") != VERSION:
                 raise UserError(
                     f"{out} holds a run of another version of the pipeline (layout {data.get('version')}, "
@@ -235,6 +261,18 @@ class Manifest:
                 f"{out} holds other files ({shown}) and no mining run; mine into a new or empty directory"
             )
         return cls._fresh(out, config)
+
+    @classmethod
+    def _rename_stages(cls, out: Path, data: dict[str, Any]) -> dict[str, Any]:
+        """Move a version 3 output to this layout (folders, then the manifest), so that a run it
+        resumes finds the finished shards under their stages' current names. Killed in between, the
+        next open finishes it: the manifest says version 3 until the folders are moved."""
+        for old, new in _RENAMED_STAGES.items():
+            if (out / old).is_dir() and not (out / new).exists():
+                (out / old).rename(out / new)
+        manifest = cls(out, upgraded(data))
+        manifest.save(durable=True)
+        return manifest.data
 
     @classmethod
     def _fresh(cls, out: Path, config: Mapping[str, Any]) -> Manifest:

@@ -1,19 +1,19 @@
-"""Per-shard stages: `prepare_shard` (filter, decontaminate, extract) before dedup, and `render_shard`
-(the fit and expressibility checks, context, render) after it, for the rows dedup kept only.
+"""The per-shard work of a run: `extract_shard` (stage 2, filter and decontaminate; stage 3, extract)
+before dedup, and `render_shard` (stage 5, context; stage 6, render, with its fit and expressibility
+checks) after it, for the rows dedup kept only.
 
 A shard is the unit of work, of parallelism and of resumption: each function reads its input shards and
 writes its output shards, and is a pure function of them, the repositories' objects and the config.
 Running it twice (after a kill) gives the same files. They are top-level functions of plain arguments so
 a process pool (or Ray) can run them anywhere the clones are.
 
-The order follows the issue's stages: filters (stage 3) before near-duplicate removal, the token budget
-(stage 4, context) and expressibility (stage 5, render) after it. So near duplicates, which are most of
-the rows dropped on histories with backports and re-landed changes, are never counted, checked against
-the format or given context.
+Filters and extraction come before near-duplicate removal (stage 4), the token budget and
+expressibility after it. So near duplicates, which are most of the rows dropped on histories with
+backports and re-landed changes, are never counted, checked against the format or given context.
 
-What prepare extracted for a shard (contents of the modified files) stays in the memory of the process
-that prepared it until that shard's render, which the local engine runs on the same process: the build
-shard on disk holds only what dedup needs (instance id, repository, oracle patch). A render that finds
+What `extract_shard` read for a shard (contents of the modified files) stays in the memory of its
+process until that shard's render, which the local engine runs on the same process: the extract shard
+on disk holds only what dedup needs (instance id, repository, oracle patch). A render that finds
 nothing in its process (a resumed run, the Ray engine, whose tasks go anywhere and which keeps nothing,
 a shard pushed out of the bounded cache) extracts the shard again from its candidates: extraction is a
 pure function of the candidates and the repository, so the rows are the same either way.
@@ -41,7 +41,7 @@ from data_pipeline.filter.rules import candidate_drop_reason
 from data_pipeline.render.rows import build_row, check_expressible
 from data_pipeline.run.shards import DATA_COMPRESSION, read_rows, write_drops, write_table
 from data_pipeline.schema import (
-    PREPARED_SCHEMA,
+    EXTRACTED_SCHEMA,
     ROW_SCHEMA,
     Candidate,
     drop,
@@ -53,7 +53,7 @@ _STAGE_OF_REASON = {"context_too_large": "context", "not_expressible": "render"}
 
 
 @dataclass(frozen=True)
-class BuildTask:
+class ExtractTask:
     """Everything a worker needs: paths and config only (picklable, no open handles, no secrets)."""
 
     candidates: Path
@@ -70,12 +70,12 @@ class BuildTask:
 
 @dataclass(frozen=True)
 class RenderTask:
-    """The shard's candidates (to extract them again when the prepared rows are not in this process),
-    the build shard whose rows to render, the instance ids dedup dropped from it, where the final rows
+    """The shard's candidates (to extract them again when the extracted rows are not in this process),
+    the extract shard whose rows to render, the instance ids dedup dropped from it, where the final rows
     and drops go."""
 
     candidates: Path
-    prepared: Path
+    extracted: Path
     dropped: frozenset[str]
     rows: Path
     drops: Path
@@ -93,25 +93,25 @@ _Pipe = TypeVar("_Pipe", ObjectReader, PatchReader)
 _PIPES: OrderedDict[tuple[int, str, str], ObjectReader | PatchReader] = OrderedDict()
 _PIPES_MAX = 8
 
-# Extracted rows of the shards this process prepared and has not rendered yet, by build shard path.
-# The driver keeps at most a few blocks of shards per worker between prepare and render
+# Extracted rows of the shards this process extracted and has not rendered yet, by extract shard path.
+# The driver keeps at most a few blocks of shards per worker between extract and render
 # (`runner.WINDOW_PER_WORKER`), so this rarely evicts; an evicted shard is extracted again by its render.
 # Bounded by shards and by the characters of file text held (numpy/numpy: up to ~100 MiB in 11 shards;
 # a repository of large files could hold far more in as many shards), the newest shard always kept.
-_PREPARED: OrderedDict[str, tuple[int, list[tuple[Candidate, Extracted]]]] = OrderedDict()
-_PREPARED_MAX = 32
-_PREPARED_CHARS = 64 << 20
+_EXTRACTED: OrderedDict[str, tuple[int, list[tuple[Candidate, Extracted]]]] = OrderedDict()
+_EXTRACTED_MAX = 32
+_EXTRACTED_CHARS = 64 << 20
 
 
 def _text_size(rows: list[tuple[Candidate, Extracted]]) -> int:
     return sum(len(text) for _, r in rows for side in (r.base, r.new) for text in side.values())
 
 
-def _keep_prepared(key: str, rows: list[tuple[Candidate, Extracted]]) -> None:
-    _PREPARED[key] = (_text_size(rows), rows)
-    held = sum(size for size, _ in _PREPARED.values())
-    while len(_PREPARED) > 1 and (len(_PREPARED) > _PREPARED_MAX or held > _PREPARED_CHARS):
-        _, (size, _) = _PREPARED.popitem(last=False)
+def _keep_extracted(key: str, rows: list[tuple[Candidate, Extracted]]) -> None:
+    _EXTRACTED[key] = (_text_size(rows), rows)
+    held = sum(size for size, _ in _EXTRACTED.values())
+    while len(_EXTRACTED) > 1 and (len(_EXTRACTED) > _EXTRACTED_MAX or held > _EXTRACTED_CHARS):
+        _, (size, _) = _EXTRACTED.popitem(last=False)
         held -= size
 
 
@@ -138,9 +138,9 @@ def _close_pipes() -> None:
 
 
 @dataclass(frozen=True)
-class Prepared:
-    """What `prepare_shard` hands back: the manifest's record of the shard (rows, drops, CPU seconds),
-    and (instance id, repo, dedup fingerprint) of each prepared row in shard order, for the driver's
+class ExtractedShard:
+    """What `extract_shard` hands back: the manifest's record of the shard (rows, drops, CPU seconds),
+    and (instance id, repo, dedup fingerprint) of each extracted row in shard order, for the driver's
     sequential dedup pass."""
 
     info: dict[str, Any]
@@ -148,21 +148,22 @@ class Prepared:
 
 
 def shard_fingerprints(path: Path, threshold: float) -> list[tuple[str, str, Fingerprint]]:
-    """`Prepared.fingerprints` of a build shard written by an earlier run (replayed on resume)."""
+    """`ExtractedShard.fingerprints` of an extract shard written by an earlier run (replayed on resume)."""
     return _fingerprinted(read_rows(path), threshold)
 
 
 def _fingerprinted(records: list[dict[str, Any]], threshold: float) -> list[tuple[str, str, Fingerprint]]:
-    """(instance id, repo, dedup fingerprint) of each record of a build shard, as prepare writes it and
+    """(instance id, repo, dedup fingerprint) of each record of an extract shard, as extract writes it and
     as a resumed run reads it back: one shard at a time (`dedup.fingerprints`)."""
     keys = fingerprints([(record["repo"], record["oracle_patch"]) for record in records], threshold)
     return [(record["instance_id"], record["repo"], key) for record, key in zip(records, keys, strict=True)]
 
 
-def _extract_shard(
-    candidates_path: Path, git_dirs: dict[str, str], config: MineConfig, identities: dict[str, str]
-) -> tuple[list[tuple[Candidate, Extracted]], list[dict[str, str]]]:
-    """Filter, decontaminate and extract one shard: the extracted rows and the drops, in shard order."""
+def _filter(
+    candidates: list[Candidate], config: MineConfig, identities: dict[str, str]
+) -> tuple[list[dict[str, str] | None], dict[str, list[int]]]:
+    """Stage 2 on one shard: each candidate's filter or decontamination drop (None where it passes),
+    and the indices of those that pass, by repository."""
     decon = Decontaminator.build(
         config.decontaminate,
         config.decontamination_ids,
@@ -170,21 +171,30 @@ def _extract_shard(
         config.decontaminate_mode,
         identities,
     )
-    candidates = [Candidate(**record) for record in read_rows(candidates_path)]
-    outcome: list[tuple[Candidate, Extracted] | dict[str, str] | None] = [None] * len(candidates)
-    by_repo: dict[str, list[int]] = {}
+    drops: list[dict[str, str] | None] = [None] * len(candidates)
+    passed: dict[str, list[int]] = {}
     for i, candidate in enumerate(candidates):
         reason = candidate_drop_reason(candidate, config.filters)
         contaminated = decon.reason(candidate.instance_id, candidate.repo, candidate.pull_number)
         if reason is not None:
-            outcome[i] = drop(candidate.instance_id, candidate.repo, "filter", reason)
+            drops[i] = drop(candidate.instance_id, candidate.repo, "filter", reason)
         elif contaminated is not None:
-            outcome[i] = drop(
+            drops[i] = drop(
                 candidate.instance_id, candidate.repo, "decontaminate", "contaminated", contaminated
             )
         else:
-            by_repo.setdefault(candidate.repo, []).append(i)
-    for repo, indices in by_repo.items():
+            passed.setdefault(candidate.repo, []).append(i)
+    return drops, passed
+
+
+def _filter_and_extract(
+    candidates_path: Path, git_dirs: dict[str, str], config: MineConfig, identities: dict[str, str]
+) -> tuple[list[tuple[Candidate, Extracted]], list[dict[str, str]]]:
+    """Stages 2 and 3 on one shard: the extracted rows and the drops of both, in shard order."""
+    candidates = [Candidate(**record) for record in read_rows(candidates_path)]
+    drops, passed = _filter(candidates, config, identities)
+    outcome: list[tuple[Candidate, Extracted] | dict[str, str] | None] = list(drops)
+    for repo, indices in passed.items():
         reader = _pipe(ObjectReader, git_dirs[repo])
         patches = _pipe(PatchReader, git_dirs[repo])
         group = [candidates[i] for i in indices]
@@ -196,29 +206,29 @@ def _extract_shard(
             else:
                 outcome[i] = (candidate, result)
     rows = [item for item in outcome if isinstance(item, tuple)]
-    drops = [item for item in outcome if isinstance(item, dict)]
-    return rows, drops
+    dropped = [item for item in outcome if isinstance(item, dict)]
+    return rows, dropped
 
 
-def prepare_shard(task: BuildTask) -> Prepared:
-    """Filter, decontaminate and extract one shard; the rows stay in this process for the render when
-    `task.keep`."""
+def extract_shard(task: ExtractTask) -> ExtractedShard:
+    """Stages 2 and 3 on one shard (filter, decontaminate, extract), written to the extract shard; the
+    rows stay in this process for the render when `task.keep`."""
     started = time.process_time()
-    rows, drops = _extract_shard(task.candidates, task.git_dirs, task.config, task.identities)
+    rows, drops = _filter_and_extract(task.candidates, task.git_dirs, task.config, task.identities)
     if task.keep:
-        _keep_prepared(str(task.rows), rows)
+        _keep_extracted(str(task.rows), rows)
     records = [
         {"instance_id": c.instance_id, "repo": c.repo, "oracle_patch": r.oracle_patch} for c, r in rows
     ]
-    write_table(task.rows, records, PREPARED_SCHEMA)
+    write_table(task.rows, records, EXTRACTED_SCHEMA)
     write_drops(task.drops, drops)
     found = _fingerprinted(records, task.config.dedup_threshold)
     info = {"rows": len(rows), "drops": dict(Counter(d["reason"] for d in drops))}
-    return Prepared({**info, "cpu_s": _cpu_since(started)}, found)
+    return ExtractedShard({**info, "cpu_s": _cpu_since(started)}, found)
 
 
 def render_shard(task: RenderTask) -> dict[str, Any]:
-    """Fit and expressibility checks, context and prompt of every prepared row that dedup kept; returns
+    """Fit and expressibility checks, context and prompt of every extracted row that dedup kept; returns
     the manifest's record ({"rows": n, "drops": {reason: n}, "cpu_s": seconds}, plus "model_no_picks":
     n, the rows whose ranking model answer named no usable file, when a ranking model is configured).
     Writes no data file when no row is kept (`data/` holds only non-empty shards: readers such as
@@ -226,10 +236,10 @@ def render_shard(task: RenderTask) -> dict[str, Any]:
     started = time.process_time()
     config = task.config
     count = token_counter(config.tokenizer)
-    prepared = _PREPARED.pop(str(task.prepared), (0, None))[1]
-    if prepared is None:
-        prepared, _ = _extract_shard(task.candidates, task.git_dirs, config, task.identities)
-    kept = [(c, r) for c, r in prepared if c.instance_id not in task.dropped]
+    extracted = _EXTRACTED.pop(str(task.extracted), (0, None))[1]
+    if extracted is None:
+        extracted, _ = _filter_and_extract(task.candidates, task.git_dirs, config, task.identities)
+    kept = [(c, r) for c, r in extracted if c.instance_id not in task.dropped]
     outcome: list[dict[str, Any] | None] = [None] * len(kept)
     drops: list[tuple[int, dict[str, str]]] = []
     by_repo: dict[str, list[int]] = {}
