@@ -5,18 +5,17 @@ mining must cope with: squash merges (`Title (#12)`), merge commits of feature b
 request #12 from ...`), renames, binary and non-UTF-8 files, symlinks, lock files, test-only and
 docs-only PRs, bot authors, re-landed reverts, CRLF files, and commits that are not PRs. The repository is
 written with `git fast-import` (thousands of commits in seconds), over real standard-library source
-mutated by `swerl.synth_repo.mutate_lines`, so diffs have the shape of real fixes.
+mutated by `swerl.synth_repo.mutate_lines`, so diffs have the shape of real fixes. The writer is the
+core's (`swerl.synth_repo.FastImport`); this module plans what the history holds.
 """
 
 from __future__ import annotations
 
 import random
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swerl.git import safe_env
-from swerl.synth_repo import mutate_lines, stdlib_sources
+from swerl.synth_repo import FastImport, mutate_lines, stdlib_sources
 
 _EPOCH = 1_700_000_000
 
@@ -37,96 +36,12 @@ class PlannedPR:
     before: dict[str, bytes | None] = field(default_factory=dict)
 
 
-class _Writer:
-    """Builds a fast-import stream for one branch line with optional side branches for merges."""
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-        self.mark = 0
-        self.time = _EPOCH
-        self.main_mark: int | None = None
-        self.pr_marks: dict[int, int] = {}
-
-    def _commit(
-        self,
-        ref: str,
-        message: str,
-        author: str,
-        parent: int | None,
-        merge: int | None,
-        changes: dict[str, bytes | None],
-        symlinks: dict[str, str],
-    ) -> int:
-        self.mark += 1
-        self.time += 60
-        email = (
-            "49699333+dependabot[bot]@users.noreply.github.com"
-            if "[bot]" in author
-            else "dev@example.invalid"
-        )
-        msg = message.encode()
-        out = [f"commit {ref}\nmark :{self.mark}\n".encode()]
-        out.append(f"author {author} <{email}> {self.time} +0000\n".encode())
-        out.append(f"committer {author} <{email}> {self.time} +0000\n".encode())
-        out.append(b"data %d\n%s\n" % (len(msg), msg))
-        if parent is not None:
-            out.append(f"from :{parent}\n".encode())
-        if merge is not None:
-            out.append(f"merge :{merge}\n".encode())
-        for path, data in changes.items():
-            if data is None:
-                out.append(f"D {path}\n".encode())
-            else:
-                out.append(f"M 100644 inline {path}\ndata {len(data)}\n".encode() + data + b"\n")
-        for path, target in symlinks.items():
-            out.append(f"M 120000 inline {path}\ndata {len(target.encode())}\n{target}\n".encode())
-        self.parts.append(b"".join(out))
-        return self.mark
-
-    def main(
-        self,
-        message: str,
-        author: str,
-        changes: dict[str, bytes | None],
-        symlinks: dict[str, str] | None = None,
-    ) -> int:
-        self.main_mark = self._commit(
-            "refs/heads/main", message, author, self.main_mark, None, changes, symlinks or {}
-        )
-        return self.main_mark
-
-    def merge_branch(self, pr: PlannedPR, branch_commits: list[dict[str, bytes | None]]) -> int:
-        ref = f"refs/heads/pr-{pr.number}"
-        tip = self.main_mark
-        for i, changes in enumerate(branch_commits):
-            tip = self._commit(ref, f"{pr.title} (part {i + 1})", pr.author, tip, None, changes, {})
-        message = (
-            f"Merge pull request #{pr.number} from dev/branch-{pr.number}\n\n{pr.title}\n\n{pr.body}".strip()
-        )
-        # fast-import does not merge trees: the merge commit states the merged result itself.
-        self.main_mark = self._commit(
-            "refs/heads/main", message, pr.author, self.main_mark, tip, pr.changes, pr.symlinks
-        )
-        return self.main_mark
-
-
-def _fast_import(repo: Path, stream: bytes) -> None:
-    repo.mkdir(parents=True, exist_ok=True)
-    env = safe_env()
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
-    subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet"], input=stream, check=True, env=env)
-    subprocess.run(["git", "-C", str(repo), "symbolic-ref", "HEAD", "refs/heads/main"], check=True, env=env)
-
-
-def marks_to_shas(repo: Path, count: int) -> list[str]:
-    """Shas of the first-parent history, oldest first."""
-    out = subprocess.run(
-        ["git", "-C", str(repo), "rev-list", "--first-parent", "--reverse", "HEAD"],
-        check=True,
-        capture_output=True,
-        env=safe_env(),
-    ).stdout.decode()
-    return out.split()[:count] if count else out.split()
+def _identity(author: str) -> str:
+    """`Name <email>` of a PR's author: a bot's noreply address for a bot, as GitHub writes it."""
+    email = (
+        "49699333+dependabot[bot]@users.noreply.github.com" if "[bot]" in author else "dev@example.invalid"
+    )
+    return f"{author} <{email}>"
 
 
 class HistoryBuilder:
@@ -142,7 +57,8 @@ class HistoryBuilder:
         for i in range(files - len(originals)):
             path, text = originals[i % len(originals)]
             self.files[path.replace("pkg/", f"pkg/sub{i // len(originals) + 1}/", 1)] = text
-        self.writer = _Writer()
+        self.writer = FastImport(start=_EPOCH, step=60)
+        self.main_mark: int | None = None
         self.prs: list[PlannedPR] = []
         self.next_number = 1
         self._main_shas: list[tuple[int, PlannedPR | None]] = []
@@ -161,8 +77,10 @@ class HistoryBuilder:
         pr: PlannedPR | None,
         symlinks: dict[str, str] | None = None,
     ) -> None:
-        self.writer.main(message, author, changes, symlinks)
-        self._main_shas.append((self.writer.main_mark or 0, pr))
+        self.main_mark = self.writer.commit(
+            message, changes, parent=self.main_mark, author=_identity(author), symlinks=symlinks
+        )
+        self._main_shas.append((self.main_mark, pr))
 
     def source_paths(self) -> list[str]:
         return sorted(p for p in self.files if p.startswith("pkg/") and p.endswith(".py"))
@@ -201,9 +119,27 @@ class HistoryBuilder:
         else:
             items = list(changes.items())
             split = max(1, len(items) // parts) if len(items) > 1 else 1
-            commits = [dict(items[i : i + split]) for i in range(0, len(items), split)]
-            self.writer.merge_branch(pr, commits)
-            self._main_shas.append((self.writer.main_mark or 0, pr))
+            tip = self.main_mark
+            for i in range(0, len(items), split):
+                part = f"{title} (part {i // split + 1})"
+                tip = self.writer.commit(
+                    part,
+                    dict(items[i : i + split]),
+                    ref=f"refs/heads/pr-{number}",
+                    parent=tip,
+                    author=_identity(author),
+                )
+            message = f"Merge pull request #{number} from dev/branch-{number}\n\n{title}\n\n{body}".strip()
+            # fast-import does not merge trees: the merge commit states the merged result itself.
+            self.main_mark = self.writer.commit(
+                message,
+                changes,
+                parent=self.main_mark,
+                merge=tip,
+                author=_identity(author),
+                symlinks=symlinks,
+            )
+            self._main_shas.append((self.main_mark, pr))
         for path, data in changes.items():
             if data is None:
                 self.files.pop(path, None)
@@ -218,8 +154,7 @@ class HistoryBuilder:
         self.files.update({p: d for p, d in changes.items() if d is not None})
 
     def write(self, repo: Path) -> list[PlannedPR]:
-        _fast_import(repo, b"".join(self.writer.parts) + b"done\n")
-        shas = marks_to_shas(repo, 0)
+        shas = self.writer.write(repo)
         for sha, (_, pr) in zip(shas, self._main_shas, strict=True):
             if pr is not None:
                 pr.sha = sha

@@ -5,6 +5,10 @@ module commits real Python source (from the running interpreter's standard libra
 repository and then adds commits that each make a few plausible edits (a changed condition or constant, an
 inserted guard, a deleted line), so diffs have the shape, size and context of real bug fixes. Everything
 is read back through git, so consumers exercise the same path as for a mined repository.
+
+Every history here, and the richer ones the data pipeline's tests plan (`data_pipeline.synthetic`) and
+the quickstart's, is written by one writer, `FastImport`: commits are collected in memory and handed to
+`git fast-import` in one stream, thousands of commits a second where `git commit` manages tens.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import random
 import re
 import subprocess
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,26 +53,86 @@ class Commit:
     new: dict[str, str]
 
 
-def git(repo: Path, *args: str) -> str:
+# The time of `git`'s fixed identity (`_GIT_ENV`), for commits `FastImport` writes in its name.
+_GIT_TIME = 1_735_689_600
+
+
+def git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
     """Run git in `repo` with a fixed identity and date (reproducible shas), returning stdout.
 
     Decoded by hand: `text=True` would translate "\r\n" and so alter file contents read with `git show`.
     """
     env = {**_GIT_ENV, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    proc = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, check=True)
+    proc = subprocess.run(["git", *args], cwd=repo, env=env, input=stdin, capture_output=True, check=True)
     return proc.stdout.decode("utf-8", errors="replace")
 
 
+class FastImport:
+    """A history for `git fast-import`: `commit` adds one (on any branch, with a second parent for a
+    merge), `write` creates the repository. Commit `n` (from 1) is dated `start + n * step`, so a
+    history's shas depend only on what it commits."""
+
+    def __init__(self, start: int = _GIT_TIME, step: int = 0) -> None:
+        self.start = start
+        self.step = step
+        self.marks = 0
+        self._parts: list[bytes] = []
+
+    def commit(
+        self,
+        message: str,
+        changes: Mapping[str, str | bytes | None],
+        *,
+        ref: str = "refs/heads/main",
+        parent: int | None = None,
+        merge: int | None = None,
+        author: str = "swerl <swerl@example.invalid>",
+        symlinks: Mapping[str, str] | None = None,
+    ) -> int:
+        """Add a commit on `ref` whose tree is `parent`'s with `changes` (path -> text, bytes, or None
+        to delete) and `symlinks` (path -> target); its mark, which later commits name as parent."""
+        self.marks += 1
+        when = self.start + self.marks * self.step
+        out = [b"commit %s\nmark :%d\n" % (ref.encode(), self.marks)]
+        out += [b"%s %s %d +0000\n" % (role, author.encode(), when) for role in (b"author", b"committer")]
+        out.append(_data(message.encode()))
+        if parent is not None:
+            out.append(b"from :%d\n" % parent)
+        if merge is not None:
+            out.append(b"merge :%d\n" % merge)
+        for path, content in changes.items():
+            if content is None:
+                out.append(b"D %s\n" % path.encode())
+            else:
+                raw = content.encode() if isinstance(content, str) else content
+                out.append(b"M 100644 inline %s\n" % path.encode() + _data(raw))
+        for path, target in (symlinks or {}).items():
+            out.append(b"M 120000 inline %s\n" % path.encode() + _data(target.encode()))
+        self._parts.append(b"".join(out))
+        return self.marks
+
+    def write(self, repo: Path, checkout: bool = False) -> list[str]:
+        """Create the repository at `repo` (HEAD on main; a work tree of main when `checkout`); the shas
+        of main's first-parent history, oldest first."""
+        repo.mkdir(parents=True, exist_ok=True)
+        git(repo, "init", "-q", "-b", "main")
+        git(repo, "fast-import", "--quiet", stdin=b"".join(self._parts) + b"done\n")
+        if checkout:
+            git(repo, "reset", "-q", "--hard", "main")
+        return git(repo, "rev-list", "--first-parent", "--reverse", "main").split()
+
+
+def _data(raw: bytes) -> bytes:
+    """fast-import's `data` command: the length, then exactly these bytes."""
+    return b"data %d\n%s\n" % (len(raw), raw)
+
+
 def init_repo(repo: Path, files: dict[str, str], message: str) -> str:
-    """A new repository at `repo` holding `files` (path -> text) in one commit on main; its sha."""
-    repo.mkdir(parents=True, exist_ok=True)
-    git(repo, "init", "-q", "-b", "main")
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text, encoding="utf-8")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD").strip()
+    """A new repository at `repo` (with a work tree) holding `files` (path -> text) in one commit on
+    main; its sha."""
+    history = FastImport()
+    history.commit(message + "\n", files)
+    return history.write(repo, checkout=True)[-1]
 
 
 def stdlib_sources(
@@ -123,14 +187,17 @@ def build_history(repo: Path, sources: dict[str, str], commits: int, rng: random
 
     Returns the commits as read back from git (`git show parent:path` / `sha:path`).
     """
-    init_repo(repo, sources, "Initial import")
+    writer = FastImport()
+    tip = writer.commit("Initial import\n", sources)
+    current = dict(sources)
     paths = sorted(sources)
     for n in range(commits):
+        changes = {}
         for path in rng.sample(paths, rng.choice([1, 1, 1, 2])):
-            text = (repo / path).read_text(encoding="utf-8")
-            lines = mutate_lines(text.splitlines(keepends=True), rng, rng.randint(1, 4))
-            (repo / path).write_text("".join(lines), encoding="utf-8")
-        git(repo, "commit", "-q", "-a", "--allow-empty", "-m", f"Fix issue #{n + 1}")
+            lines = mutate_lines(current[path].splitlines(keepends=True), rng, rng.randint(1, 4))
+            current[path] = changes[path] = "".join(lines)
+        tip = writer.commit(f"Fix issue #{n + 1}\n", changes, parent=tip)
+    writer.write(repo, checkout=True)
     history = []
     for sha in git(repo, "rev-list", "--reverse", "HEAD").split()[1:]:
         changed = git(repo, "diff", "--name-only", f"{sha}^", sha).split()

@@ -21,10 +21,8 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import random
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,7 +32,7 @@ from swerl.cli import silence_library_progress
 from swerl.cli.args import nonnegative_int, output_dir, positive_float, positive_int
 from swerl.edit_format.prompts import PromptStyle
 from swerl.errors import UserError
-from swerl.synth_repo import git, stdlib_sources
+from swerl.synth_repo import FastImport, stdlib_sources
 from swerl.trainers.rundir import remove_outputs
 
 # The tiny model's prompts are a few hundred tokens, most of them fixed instructions: the compact style
@@ -149,6 +147,9 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 
 # --------------------------------------------------------------------------------------------- repo
+_AUTHOR = "Dev Eloper <dev@example.invalid>"
+
+
 def _fixes(line: str) -> list[tuple[str, str]]:
     """The one-token fixes that apply to a line of code: (old, new)."""
     if not line.strip() or line.lstrip().startswith("#"):
@@ -187,28 +188,6 @@ def tiny_sources(rng: random.Random, files: int, lines: int, windows: int = 16) 
     return out
 
 
-def _fast_import_stream(files: dict[str, str], commits: list[tuple[str, dict[str, str]]]) -> bytes:
-    """A `git fast-import` stream: an initial import of `files`, then one commit per (message, changes)."""
-    parts: list[bytes] = []
-    when = 1_700_000_000
-
-    def data(text: str) -> bytes:
-        raw = text.encode("utf-8")
-        return b"data %d\n%s\n" % (len(raw), raw)
-
-    for mark, (message, changes) in enumerate([("Initial import", files), *commits], 1):
-        parts.append(b"commit refs/heads/main\nmark :%d\n" % mark)
-        parts.append(b"author Dev Eloper <dev@example.invalid> %d +0000\n" % (when + mark))
-        parts.append(b"committer Dev Eloper <dev@example.invalid> %d +0000\n" % (when + mark))
-        parts.append(data(message))
-        if mark > 1:
-            parts.append(b"from :%d\n" % (mark - 1))
-        for path, text in changes.items():
-            parts.append(b"M 100644 inline %s\n" % path.encode() + data(text))
-        parts.append(b"\n")
-    return b"".join(parts) + b"done\n"
-
-
 def build_repo(repo: Path, files: int, lines: int, commits: int, seed: int) -> int:
     """A repository of tiny modules and `commits` squash-merged fix PRs; returns the commit count.
 
@@ -220,7 +199,9 @@ def build_repo(repo: Path, files: int, lines: int, commits: int, seed: int) -> i
     sources = tiny_sources(rng, files, lines)
     current = dict(sources)
     paths = sorted(sources)
-    planned: list[tuple[str, dict[str, str]]] = []
+    writer = FastImport(start=1_700_000_000, step=1)
+    tip = writer.commit("Initial import", sources, author=_AUTHOR)
+    fixes = 0
     seen: set[tuple[str, str]] = set()
     for number in range(1, commits + 1):
         path = rng.choice(paths)
@@ -241,18 +222,10 @@ def build_repo(repo: Path, files: int, lines: int, commits: int, seed: int) -> i
             f"Fix {Path(path).stem} (#{number})\n\nThis line of {path} is wrong:\n{line.rstrip()}\n"
             f"Use `{new.strip()}` instead of `{old.strip()}`:\n{body[i].rstrip()}"
         )
-        planned.append((message, {path: current[path]}))
-    repo.mkdir(parents=True, exist_ok=True)
-    git(repo, "init", "-q", "-b", "main")
-    env = {
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "HOME": "/nonexistent",
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-    }
-    stream = _fast_import_stream(sources, planned)
-    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=stream, env=env, check=True)
-    git(repo, "reset", "-q", "--hard", "main")
-    return len(planned)
+        tip = writer.commit(message, {path: current[path]}, parent=tip, author=_AUTHOR)
+        fixes += 1
+    writer.write(repo, checkout=True)
+    return fixes
 
 
 def mine_rows(repo: Path, out: Path, quiet: bool) -> tuple[list[dict[str, Any]], str]:
