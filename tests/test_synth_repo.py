@@ -31,7 +31,10 @@ def test_a_written_history_holds_what_was_committed(tmp_path):
     assert git(repo, "ls-tree", "-r", "--name-only", "HEAD").split() == ["a.py", "c.py", "link.py"]
     assert git(repo, "show", "HEAD:a.py") == "x = 1\r\n"  # bytes as given, no newline translation
     assert (repo / "link.py").is_symlink() and (repo / "link.py").read_bytes() == b"x = 1\r\n"
-    assert git(repo, "log", "-1", "--format=%an <%ae> %at", "HEAD") == "Dev Eloper <dev@example.invalid> 1700000180\n"
+    assert (
+        git(repo, "log", "-1", "--format=%an <%ae> %at", "HEAD")
+        == "Dev Eloper <dev@example.invalid> 1700000180\n"
+    )
 
 
 def test_histories_are_reproducible_to_the_sha(tmp_path):
