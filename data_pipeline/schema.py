@@ -104,7 +104,7 @@ class Candidate:
     # The PR's title (a commit's subject for `--local`): bots are known by theirs too (`filters`).
     title: str = ""
     # The PR's number of commits when the source knows it (0: unknown): a rebase merge of several
-    # commits is told from a squash by it (`extract.pr_base`).
+    # commits is told from a squash by it (`extract.contents.pr_base`).
     commits: int = 0
     # A reason to drop the PR that the source already knows (`merge_not_found`), else empty.
     drop_reason: str = ""
