@@ -2,12 +2,11 @@
 
 - `swerl.fastdiff._matcher`: the compiled diff matcher.
 - `data_pipeline.context._tokencount`: the token estimate of `data_pipeline.context.tokens` in one C pass.
-- `swerl._textscan`: passes over whole files for the edit format (substring search, line ends).
 
-All are optional so that an install on a machine without a C compiler still works: `swerl.fastdiff` then
-falls back to the standard library's difflib (same results, slower) and warns once,
-`data_pipeline.context.tokens` counts with numpy (same counts, about ten times slower per file), and the edit
-format searches with `in` (same answers, ~2.5x slower).
+Both are optional so that an install on a machine without a C compiler still works: `swerl.fastdiff`
+then falls back to the standard library's difflib (same results, slower) and warns once, and
+`data_pipeline.context.tokens` counts with the regular expression that defines the estimate (same
+counts; mining a real repository takes about twice as long).
 """
 
 from setuptools import Extension, setup
@@ -17,12 +16,6 @@ setup(
         Extension(
             "swerl.fastdiff._matcher",
             sources=["swerl/fastdiff/_matcher.c"],
-            extra_compile_args=["-O3", "-std=c11"],
-            optional=True,
-        ),
-        Extension(
-            "swerl._textscan",
-            sources=["swerl/_textscan.c"],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),

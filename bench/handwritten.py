@@ -10,7 +10,9 @@ round's `all` run; every variant must write identical rows (and identical reward
     python bench/handwritten.py --repo /path/to/bare-or-work-tree-clone --rounds 9
     python bench/handwritten.py --repo ... --variants all,regex_tokens --no-decontaminate
 
-A piece stays only where taking it out costs at least 5% (docs/benchmarks.md).
+A piece stays only where taking it out costs at least 5% (docs/benchmarks.md). The variants of the
+pieces that did not (`no_textscan`, `no_c_tokens`, `no_allocator`, `bm25_scalar`, `bm25_vector`) run
+at commit 7425219, before their removal.
 """
 
 from __future__ import annotations
@@ -40,15 +42,6 @@ VARIANTS = {
         "import pyarrow as pa, data_pipeline.run.shards as s; "
         "s.rows_to_table = lambda rows, schema: pa.Table.from_pylist(rows, schema=schema)"
     ),
-    # The compiled text scan of the edit format (substring search, line ends).
-    "no_textscan": "sys.modules['swerl._textscan'] = None",
-    # The token estimate without its C extension: numpy for ASCII text, the regex for the rest.
-    "no_c_tokens": "sys.modules['data_pipeline.context._tokencount'] = None",
-    # glibc's heap thresholds left as they are.
-    "no_allocator": "import data_pipeline.engines.allocator as a; a.keep_freed_memory = lambda: False",
-    # BM25 scored term by term in Python only, or with NumPy only.
-    "bm25_scalar": "import swerl.retrieval.bm25 as b; b.VECTOR_FROM = 1 << 60",
-    "bm25_vector": "import swerl.retrieval.bm25 as b; b.VECTOR_FROM = 0",
 }
 
 

@@ -9,7 +9,6 @@ import pytest
 from data_pipeline.context import tokens
 from data_pipeline.context.tokens import (
     _PIECES,
-    _ascii_estimate,
     _estimate,
     _find,
     count_composed,
@@ -27,12 +26,6 @@ def _texts(seed: int, n: int) -> list[str]:
         texts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 300))))
         texts.append(rng.choice("a1 \t.\n") * rng.randint(1, 40))
     return texts
-
-
-def test_ascii_estimate_counts_the_regex_pieces():
-    for text in _texts(0, 2000):
-        if text:
-            assert _ascii_estimate(text) == len(_PIECES.findall(text)), repr(text)
 
 
 def test_find_is_str_find():
@@ -147,9 +140,3 @@ def test_estimate_counts_the_regex_pieces_on_mixed_text():
         assert _estimate(text) == expected, repr(text)
         assert estimate_uncached(text) == expected, repr(text)
         assert estimate_tokens(text) == expected, repr(text)
-
-
-def test_numpy_fallback_of_estimate(monkeypatch):
-    monkeypatch.setattr(tokens, "_compiled_estimate", None)
-    for text in [*_texts(5, 200), "a" * 500 + "é", "ab1 " * 300, ""]:
-        assert _estimate(text) == len(_PIECES.findall(text)), repr(text)

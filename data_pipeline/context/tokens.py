@@ -6,10 +6,10 @@ and long identifiers split further. The estimate needs no download, is determini
 in the manifest, so a budget means the same thing on every machine of a run.
 
 Counting is on the hot path of mining (every file shown, every prompt), so text is counted in C by the
-optional extension `data_pipeline.context._tokencount` (6-16x faster than numpy, whose fixed cost per call and
-several whole-array passes dominate for a file, and ~30x faster than the regular expression). Where it
-could not be built (no C compiler) ASCII text is counted with numpy (`_ascii_estimate`, also the tested
-reference) and other text with the regular expression, which stays the definition. Each distinct text
+optional extension `data_pipeline.context._tokencount` (~30x faster than the regular expression per
+file; without it, `swerl data mine --local` on a real repository takes about twice as long). Where it
+could not be built (no C compiler) text is counted with the regular expression, which is the
+definition and the tested reference. Each distinct text
 is counted once (a file is shown by many PRs), and a rendered prompt is counted from the counts of the
 files it shows (`count_composed`): no estimate piece crosses a newline, so the count of a text cut at
 newline boundaries is the sum of the counts of its parts.
@@ -21,54 +21,18 @@ import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-import numpy as np
-
 try:
     from data_pipeline.context._tokencount import estimate as _compiled_estimate
-except ImportError:  # built without a C compiler: the numpy path below gives the same counts
+except ImportError:  # built without a C compiler: the regular expression gives the same counts
     _compiled_estimate = None
 
 HAVE_EXTENSION: bool = _compiled_estimate is not None
 
 # One token per run of up to 8 letters, 8 digits or 8 spaces, and per other symbol: what BPE code
-# tokenizers give on average. This regex is the definition; `_ascii_estimate` computes the same count.
+# tokenizers give on average. This regex is the definition; the extension computes the same count.
 _PIECES = re.compile(r"[A-Za-z]{1,8}|\d{1,8}|[ \t]{1,8}|\n|[^\sA-Za-z\d]|\s")
-_RUN = 8
 
 TokenCounter = Callable[[str], int]
-
-# ASCII character classes: 0 letters, 1 digits, 2 space/tab (runs, up to 8 per piece), 3 anything else
-# (one piece per character: newline, punctuation, other whitespace). As a `bytes.translate` table, which
-# maps a whole text to its classes in one C pass (non-ASCII text never gets here).
-_OTHER = 3
-_CLASSES = bytes(
-    0 if chr(code).isalpha() else 1 if chr(code).isdigit() else 2 if chr(code) in " \t" else _OTHER
-    for code in range(128)
-) + bytes([_OTHER] * 128)
-
-
-def _ascii_estimate(text: str) -> int:
-    """`len(_PIECES.findall(text))` for ASCII text, from the runs of character classes.
-
-    Every run of one class is one piece, except that a run of class `_OTHER` is one piece per character
-    and a longer run than `_RUN` of the others is cut every `_RUN` characters: (length - 1) // `_RUN`
-    more pieces. Counting the `_OTHER` characters and the starts of the other runs is a few whole-array
-    passes; run lengths are only needed for the runs longer than `_RUN`."""
-    classes = np.frombuffer(text.encode("ascii").translate(_CLASSES), dtype=np.int8)
-    starts_mask = np.empty(len(classes), dtype=bool)
-    starts_mask[0] = True
-    np.not_equal(classes[1:], classes[:-1], out=starts_mask[1:])
-    starts = np.flatnonzero(starts_mask)
-    runs = classes[starts] != _OTHER
-    lengths = np.diff(starts, append=len(classes))
-    long_runs = runs & (lengths > _RUN)
-    pieces = int(np.count_nonzero(classes == _OTHER)) + int(np.count_nonzero(runs))
-    return pieces + int(((lengths[long_runs] - 1) // _RUN).sum())
-
-
-# Below this many characters the regular expression is faster than numpy's fixed cost per call (the
-# compiled path is faster for every length).
-_NUMPY_FROM = 400
 
 
 def _estimate(text: str) -> int:
@@ -76,8 +40,6 @@ def _estimate(text: str) -> int:
         return 0
     if _compiled_estimate is not None:
         return _compiled_estimate(text)
-    if len(text) >= _NUMPY_FROM and text.isascii():
-        return _ascii_estimate(text)
     return len(_PIECES.findall(text))
 
 

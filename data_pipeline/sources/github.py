@@ -248,7 +248,7 @@ class GitHubSource:
 
     def _commit_count(self, repo_obj: Any, repo: str, number: int) -> int:
         """How many commits PR `number` had. The PR listing leaves this out, but a rebase merge of several
-        commits is told from a squash only by it (`extract.contents.pr_base`), so a PR that can become a row costs
-        one more request; the others (no linked issue, unmerged) are dropped without it."""
+        commits is told from a squash only by it (`extract.contents.pr_base`), so a PR that can become a
+        row costs one more request; the others (no linked issue, unmerged) are dropped without it."""
         pr = self.retry(f"{repo}#{number}", lambda: repo_obj.get_pull(number))
         return int(pr.commits or 0)

@@ -414,12 +414,10 @@ def _require_mine_options(args: argparse.Namespace) -> None:
 
 
 def _run_mine(args: argparse.Namespace) -> int:
-    from data_pipeline.engines.allocator import keep_freed_memory
     from data_pipeline.run.runner import mine
     from swerl.paths import hold_folder
 
     _require_mine_options(args)
-    keep_freed_memory()  # before the worker processes fork (see the module)
     # A server that fails or a clone git cannot read ends the run with one line (their errors are
     # UserErrors); git errors of single PRs never get here: they drop the PR.
     source, config = _source(args), _config(args)

@@ -27,11 +27,6 @@ from swerl.edit_format.parse import (
 )
 from swerl.fastdiff import grouped_opcodes
 
-try:
-    from swerl._textscan import contains_any as _compiled_contains_any
-except ImportError:  # built without a C compiler (or a C library without memmem): `in` gives the same
-    _compiled_contains_any = None
-
 DEFAULT_THOUGHT = "The issue is caused by the code changed below; these edits fix it."
 DEFAULT_LANGUAGE = "python"
 
@@ -239,12 +234,6 @@ _NOT_PLAIN = (*_SPECIAL, f"\n{DIVIDER}\n")
 
 
 def _contains_any(text: str, needles: tuple[str, ...]) -> bool:
-    """`any(needle in text for needle in needles)`; in C for one-byte text (`swerl/_textscan.c`): these
-    searches run over two whole files per changed file of every mined row."""
-    if _compiled_contains_any is not None:
-        found = _compiled_contains_any(text, needles)
-        if found is not None:
-            return found
     return any(needle in text for needle in needles)
 
 

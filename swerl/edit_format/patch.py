@@ -17,11 +17,6 @@ import unidiff
 
 from swerl.fastdiff import grouped_opcodes
 
-try:
-    from swerl._textscan import line_ends as _compiled_line_ends
-except ImportError:  # built without a C compiler: numpy or a split gives the same offsets
-    _compiled_line_ends = None
-
 DEV_NULL = "/dev/null"
 NO_NEWLINE_MARKER = "\\ No newline at end of file\n"
 FILE_MODE = "100644"
@@ -221,13 +216,8 @@ def _line_ends(text: str) -> Sequence[int]:
     """Where each line of `text` ends (the offset after it), lines split as `split_lines` splits them.
 
     Applying a patch to a whole file then costs a few slices instead of a string per line (5x faster on
-    the mining hot path, where every PR's files are rebuilt from their base). Text stored one byte per
-    character is scanned in C (`swerl/_textscan.c`); without the extension, ASCII text is scanned with
+    the mining hot path, where every PR's files are rebuilt from their base). ASCII text is scanned with
     numpy; other text is split into lines."""
-    if _compiled_line_ends is not None:
-        packed = _compiled_line_ends(text)
-        if packed is not None:
-            return memoryview(packed).cast("q")
     if text.isascii():
         import numpy as np  # only here: the edit format's other users never need it
 

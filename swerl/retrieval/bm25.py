@@ -14,9 +14,6 @@ from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
-
-import numpy as np
 
 # Okapi BM25's usual parameters: term frequency saturation and length normalisation.
 K1 = 1.5
@@ -118,16 +115,11 @@ def _idf(n: int, df: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
-def _norm(length: Any, avg_len: float, k1: float, b: float) -> Any:
-    """A document's length normalisation (of one length, or of an array of them). Every scorer here sums
+def _norm(length: int, avg_len: float, k1: float, b: float) -> float:
+    """A document's length normalisation. `bm25_scores` and `Index` both sum
     `q_count * idf * tf * (k1 + 1) / (tf + _norm(...))` in this order of operations, so that they give
     the same floating-point scores."""
     return k1 * (1 - b + b * length / avg_len)
-
-
-# Postings a query must visit before `Index.scores` scores them with NumPy rather than term by term in
-# Python: below that, array set-up costs more than it saves.
-VECTOR_FROM = 512
 
 
 class Index:
@@ -145,8 +137,6 @@ class Index:
 
     `scores(query)` equals `bm25_scores` over the same documents, float for float: the same document
     frequencies, average length and per-term expression, summed per document in the query's term order.
-    A query whose terms hold many postings (a long issue over a large repository) is scored with NumPy,
-    one array operation per term in the same order of operations, which gives the same floats.
     """
 
     def __init__(self, max_postings: int = 400_000) -> None:
@@ -156,19 +146,14 @@ class Index:
         self._max_postings = max_postings
         self._posted = 0  # entries in `_postings`
         self._total_length = 0
-        # Dense ids for the NumPy path: a document's slot in `_keys` and `_lengths`, reused when freed.
+        # Dense ids: a document's slot in `_keys`, reused when freed, as `_holders` records it.
         self._ids: dict[str, int] = {}
         self._keys: list[str | None] = []
         self._free: list[int] = []
-        self._lengths = np.zeros(64)
         # term -> the slots of the documents that hold it, for every term: 4 bytes a posting, kept up to
         # date with the documents, so the postings of a term no query asked for cost its documents
         # (few, for the terms an issue has that code rarely does) rather than a pass over all of them.
         self._holders: dict[str, array[int]] = {}
-        # term -> its postings as arrays (slots, counts) for the NumPy path, made when a query first
-        # needs them and dropped when the postings change: the terms of long issue texts are asked again
-        # and again, and their postings hold thousands of documents.
-        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -180,7 +165,7 @@ class Index:
         `changed`, when the caller knows it, holds at least every term whose count differs from the
         document being replaced; else those are found by comparing the two."""
         old = self._docs.get(key)
-        slot = self._slot(key)  # first: it may replace `_lengths` with a longer array
+        slot = self._slot(key)
         if old is not None:
             self._total_length -= old[1]
             if changed is None:
@@ -204,10 +189,8 @@ class Index:
                 posting[key] = count
             elif posting.pop(key, None) is not None:
                 self._posted -= 1
-            self._arrays.pop(term, None)
         self._docs[key] = (counts, length)
         self._total_length += length
-        self._lengths[slot] = length
 
     def _hold(self, term: str, slot: int) -> None:
         holders = self._holders.get(term)
@@ -228,8 +211,6 @@ class Index:
             slot = self._free.pop() if self._free else len(self._keys)
             if slot == len(self._keys):
                 self._keys.append(key)
-                if slot >= len(self._lengths):
-                    self._lengths = np.concatenate([self._lengths, np.zeros(len(self._lengths))])
             else:
                 self._keys[slot] = key
             self._ids[key] = slot
@@ -241,7 +222,6 @@ class Index:
         for term in counts.keys() & self._postings.keys():
             if self._postings[term].pop(key, None) is not None:
                 self._posted -= 1
-            self._arrays.pop(term, None)
         slot = self._ids.pop(key)
         for term, count in counts.items():
             if count > 0:
@@ -268,7 +248,6 @@ class Index:
         while self._posted > self._max_postings and len(self._postings) > len(found):
             term, posting = self._postings.popitem(last=False)
             self._posted -= len(posting)
-            self._arrays.pop(term, None)
         return found
 
     def scores(
@@ -280,7 +259,7 @@ class Index:
         removing and adding them back."""
         return joint_scores([(self, exclude)], query, k1=k1, b=b)
 
-    def _scores_scalar(
+    def _scores(
         self,
         terms_in: list[tuple[float, str, dict[str, int]]],
         left_out: list[str],
@@ -288,7 +267,7 @@ class Index:
         k1: float,
         b: float,
     ) -> dict[str, float]:
-        """`scores` term by term in Python: cheaper than NumPy's set-up for a few postings."""
+        """`scores` over one index, term by term."""
         scores: dict[str, float] = {}
         norms: dict[str, float] = {}  # per document, computed once whatever the number of its terms
         docs = self._docs
@@ -301,32 +280,6 @@ class Index:
                     norm = norms[key] = _norm(docs[key][1], avg_len, k1, b)
                 scores[key] = scores.get(key, 0.0) + weight * tf * (k1 + 1) / (tf + norm)
         return scores
-
-    def _scores_vectorized(
-        self,
-        terms_in: list[tuple[float, str, dict[str, int]]],
-        left_out: list[str],
-        avg_len: float,
-        k1: float,
-        b: float,
-    ) -> dict[str, float]:
-        """`scores` with one NumPy operation per term: the same expression in the same order of
-        operations (`_norm`), so the same floats; each document's sum still goes term by term."""
-        total = np.zeros(len(self._keys))
-        touched = np.zeros(len(self._keys), dtype=bool)
-        for weight, term, posting in terms_in:
-            arrays = self._arrays.get(term)
-            if arrays is None:
-                arrays = self._arrays[term] = (
-                    np.fromiter(map(self._ids.__getitem__, posting), dtype=np.intp, count=len(posting)),
-                    np.fromiter(posting.values(), dtype=np.float64, count=len(posting)),
-                )
-            slots, tf = arrays
-            total[slots] += weight * tf * (k1 + 1) / (tf + _norm(self._lengths[slots], avg_len, k1, b))
-            touched[slots] = True
-        touched[[self._ids[key] for key in left_out]] = False
-        found = np.flatnonzero(touched)
-        return dict(zip(map(self._keys.__getitem__, found.tolist()), total[found].tolist(), strict=True))
 
 
 def joint_scores(
@@ -365,10 +318,7 @@ def joint_scores(
             for weight, term, posting in zip(weights, query_terms, found, strict=True)
             if posting and weight
         ]
-        if sum(len(posting) for _, _, posting in terms_in) >= VECTOR_FROM:
-            scores.update(index._scores_vectorized(terms_in, left_out, avg_len, k1, b))
-        else:
-            scores.update(index._scores_scalar(terms_in, left_out, avg_len, k1, b))
+        scores.update(index._scores(terms_in, left_out, avg_len, k1, b))
     return scores
 
 
