@@ -125,9 +125,17 @@ EVALUATION_FILES = ("report.json", "env_failures.json", "logs")
 def prepare_out_dir(out_dir: Path, *, overwrite: bool, resume: bool) -> None:
     """Refuse to mix two evaluations in one folder: a second run replaced the first's report and left its
     logs beside the new ones. `resume` keeps what is there (each instance judged before with the same
-    prediction is taken from its log folder); `overwrite` removes the earlier evaluation's files."""
+    prediction is taken from its log folder); `overwrite` removes the earlier evaluation's files. An
+    evaluation interrupted before any verdict holds nothing to keep: its log folders are dropped and a
+    plain rerun goes ahead."""
     if overwrite and resume:
         raise UserError("--overwrite and --resume contradict each other: choose one")
+    logs = out_dir / "logs"
+    if not overwrite and not resume and logs.is_dir():
+        for folder in [p for p in logs.iterdir() if p.is_dir() and not (p / "report.json").exists()]:
+            shutil.rmtree(folder)
+        if not any(logs.iterdir()):
+            logs.rmdir()
     held = [name for name in EVALUATION_FILES if (out_dir / name).exists()]
     if not held or resume:
         return
@@ -196,40 +204,43 @@ def _judge(
     except Exception as err:  # one instance must not stop the run; its row and log say what happened
         (logs / "run_instance.log").write_text(traceback.format_exc(), encoding="utf-8")
         # The first line names what failed; the rest (a tool's output, whose order may vary between runs)
-        # stays in the log, so that two runs write the same report.
+        # stays in the log, so that two runs write the same report. No repository, no environment, a
+        # sandbox that did not start: this run's failure, never the instance's environment failure.
         said = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}"
-        row = {"instance_id": inst.instance_id, "status": "error", "resolved": False, "error": said}
-        if pred.get("model_name_or_path") == "gold":  # no repository or no environment here
-            row["env_failures"] = {ALL_TESTS: said}
-        return row
+        return {"instance_id": inst.instance_id, "status": "error", "resolved": False, "error": said}
     report = run.report
     tests = report.get("tests_status", {})
+    row: dict[str, Any] = {"instance_id": inst.instance_id, "plan": run.plan.source, "tests_status": tests}
+    if not report.get("patch_successfully_applied"):
+        # The patch did not apply, or the tests gave no results the harness accepts (its own
+        # `>>>>> Test Exit Code` line is then all the log has): no verdict, and nothing learnt about
+        # which tests this machine can run.
+        why = "the patch does not apply" if run.applied is False else "the tests gave no results"
+        said = f"{why}: {run_failure_reason(run.log)}"
+        return {**row, "status": "error", "resolved": False, "undecidable": False, "error": said}
     failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(kind, {}).get("failure", [])]
     if pred.get("model_name_or_path") == "gold":
         known = {t: failure_reason(run.log, t, run.statuses.get(t, "MISSING")) for t in failing}
-        if not report.get("patch_successfully_applied"):
-            known = {ALL_TESTS: run_failure_reason(run.log)}  # the gold patch cannot even be judged here
     else:
         known = {t: r for t, r in env_failures.get(inst.instance_id, {}).items()}
-    if not report.get("patch_successfully_applied"):
-        status, lenient = "error", False
-    else:
-        status = "resolved" if report["resolved"] else "unresolved"
-        ignore = frozenset(known)
-        lenient = report["resolved"] or (
-            bool(ignore)
-            and grade_log(inst, run.plan, patch, str(logs / "test_output.txt"), ignore)["resolved"]
-        )
-    row = {
-        "instance_id": inst.instance_id,
-        "status": status,
-        "resolved": bool(report.get("resolved")),
+    # A fail-to-pass test that fails here with the gold patch decides the instance and cannot be run
+    # here: without it there is no verdict, so the instance is undecidable here, never resolved.
+    undecidable = not report["resolved"] and (
+        ALL_TESTS in known or any(t in known for t in inst.fail_to_pass)
+    )
+    lenient = report["resolved"] or (
+        bool(known)
+        and not undecidable
+        and grade_log(inst, run.plan, patch, str(logs / "test_output.txt"), frozenset(known))["resolved"]
+    )
+    return {
+        **row,
+        "status": "resolved" if report["resolved"] else "unresolved",
+        "resolved": bool(report["resolved"]),
         "resolved_without_env_failures": bool(lenient),
+        "undecidable": undecidable,
         "env_failures": known,
-        "plan": run.plan.source,
-        "tests_status": tests,
     }
-    return row
 
 
 def evaluate_local(
@@ -285,6 +296,8 @@ def evaluate_local(
         "error_ids": ids(lambda r: r["status"] == "error"),
         "env_failure_ids": sorted(found),
         "resolved_without_env_failures_ids": ids(lambda r: r.get("resolved_without_env_failures", False)),
+        "undecidable_instances": len(ids(lambda r: r.get("undecidable", False))),
+        "undecidable_ids": ids(lambda r: r.get("undecidable", False)),
         "instances": {r["instance_id"]: r for r in rows},
     }
     (out_dir / "report.json").write_text(
