@@ -117,15 +117,9 @@ def bwrap_command(
     argv: Sequence[str],
     env: dict[str, str],
     ro_paths: Sequence[Path] = (),
-    info_fd: int | None = None,
 ) -> list[str]:
-    """The sandboxed `argv`: no network, read-only system, interpreter and `ro_paths`, writable `workdir`.
-
-    With `info_fd`, bubblewrap writes to it once the sandbox is set up: a run that wrote nothing there
-    never started (a path to bind that is missing, no namespaces), which is the machinery's failure."""
+    """The sandboxed `argv`: no network, read-only system, interpreter and `ro_paths`, writable `workdir`."""
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1"]
-    if info_fd is not None:
-        cmd += ["--info-fd", str(info_fd)]
     for entry in _SYSTEM:
         if os.path.islink(entry):
             cmd += ["--symlink", os.readlink(entry), entry]
@@ -346,25 +340,24 @@ class LocalBackend:
         and code may call git at import time (versioneer's `_version.py` counts commits, as the harness's
         /testbed, a full clone, allows)."""
         bin_dir = _shims(scratch / "bin", env.python)
-        argv = ["/bin/bash", "-c", script]
-        pairs = self.limits.rlimits()
-        if pairs:
-            argv = [env.python, "-I", "-S", "-c", _LIMITER, json.dumps(pairs), *argv]
         test_env = _test_env(tree, bin_dir, installed=env.testbed is not None)
-        mirror = self.repos.bare_path(instance.repo).resolve()
         if self._bwrap is None:
-            return _spawn(argv, tree, test_env, self.timeout_s)
+            return _spawn(self._argv(env, script), tree, test_env, self.timeout_s)
+        mirror = self.repos.bare_path(instance.repo).resolve()
+        # The first line inside the sandbox writes to a pipe of ours: a run that wrote nothing there never
+        # started (a path to bind that is missing, no namespaces), which is the machinery's failure, not a
+        # test log. (bubblewrap's own --info-fd is written before its mounts, so it cannot tell.)
         read_end, write_end = os.pipe()
         try:
-            cmd = bwrap_command(
-                self._bwrap, env.python, tree, argv, test_env, [bin_dir, mirror], info_fd=write_end
-            )
+            started_line = f"printf started >&{write_end}; exec {write_end}>&-\n"
+            argv = self._argv(env, started_line + script)
+            cmd = bwrap_command(self._bwrap, env.python, tree, argv, test_env, [bin_dir, mirror])
             code, out, timed_out = _spawn(cmd, tree, None, self.timeout_s, pass_fds=(write_end,))
             os.close(write_end)
             write_end = -1
             os.set_blocking(read_end, False)
             try:
-                started = bool(os.read(read_end, 4096))
+                started = os.read(read_end, 64) == b"started"
             except BlockingIOError:
                 started = False
         finally:
@@ -374,6 +367,14 @@ class LocalBackend:
         if not started:
             raise SandboxStartError(f"the test sandbox (bubblewrap) did not start: {out.strip()[-500:]}")
         return code, out, timed_out
+
+    def _argv(self, env: TestEnv, script: str) -> list[str]:
+        """`script` in bash, under the limits when there are some (set inside, see `_LIMITER`)."""
+        argv = ["/bin/bash", "-c", script]
+        pairs = self.limits.rlimits()
+        if pairs:
+            argv = [env.python, "-I", "-S", "-c", _LIMITER, json.dumps(pairs), *argv]
+        return argv
 
 
 class SandboxStartError(RuntimeError):
