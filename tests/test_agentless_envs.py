@@ -842,3 +842,52 @@ def test_mirrors_are_prepared_once_under_a_lock_from_a_relative_root(
     monkeypatch.chdir(tmp_path / "clones")
     tree = repos.checkout(instance.repo, instance.base_commit, tmp_path / "tree")
     assert (tree / "a.txt").read_text() == "a\n"
+
+
+def _plain_instance(tmp_path: Path, files: dict[str, str], test_cmd: str) -> Instance:
+    """A stdlib repository (the shared interpreter, no environment to build) judged by `test_cmd`."""
+    instance = _git_repo(tmp_path / "clones", "acme/plain", files)
+    script = "\n".join([": '>>>>> Start Test Output'", test_cmd, ": '>>>>> End Test Output'"])
+    return dataclasses.replace(
+        instance,
+        patch=build_git_patch({"a.py": "x = 1\n"}, {"a.py": "x = 2\n"}),
+        fail_to_pass=("tests/test_a.py::test_a",),
+        extra={"eval_script": script, "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail"},
+    )
+
+
+def test_tests_that_cannot_start_here_make_the_instance_undecidable_and_silence_is_an_error(
+    tmp_path: Path,
+) -> None:
+    """With the gold patch every test errors at import (a module this machine lacks): an environment
+    failure of the whole instance, undecidable here. A test command that printed nothing at all is no
+    fact about the environment: an error of the run (the harness's `Test Exit Code` line was once listed
+    as the instance's environment failure)."""
+    from swerl.execution.evaluate import evaluate_local, predictions_for
+
+    files = {
+        "a.py": "x = 1\n",
+        "tests/conftest.py": "import not_on_this_machine  # noqa\n",
+        "tests/test_a.py": "def test_a():\n    pass\n",
+    }
+    instance = _plain_instance(tmp_path, files, "python -m pytest -rA tests/test_a.py")
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    backend = LocalBackend(repos, EnvManager(tmp_path / "envs"), isolation=ISOLATION, timeout_s=120)
+    report = evaluate_local([instance], predictions_for("gold", [instance]), backend, tmp_path / "gold")
+    row = report["instances"][instance.instance_id]
+    assert row["status"] == "unresolved" and row["undecidable"], row
+    assert "No module named 'not_on_this_machine'" in row["env_failures"]["*"]
+    assert report["undecidable_ids"] == [instance.instance_id] and report["error_ids"] == []
+
+    silent = dataclasses.replace(
+        instance,
+        extra={
+            **instance.extra,
+            "eval_script": instance.extra["eval_script"].replace(
+                "python -m pytest -rA tests/test_a.py", "true"
+            ),
+        },
+    )
+    report = evaluate_local([silent], predictions_for("gold", [silent]), backend, tmp_path / "silent")
+    assert report["error_ids"] == [instance.instance_id] and report["env_failure_ids"] == []
+    assert report["instances"][instance.instance_id]["error"].startswith("the tests gave no results")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from swerl.errors import UserError
-from swerl.execution.harness import grade_log, harness_api
+from swerl.execution.harness import END, START, grade_log, harness_api
 from swerl.execution.instances import Instance
 from swerl.jsonl import load_json, read_records
 
@@ -117,6 +117,16 @@ def run_failure_reason(log: str) -> str:
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("E ")]
     return (errors[-1] if errors else lines[-1] if lines else "no output")[:300]
+
+
+def printed_by_tests(log: str) -> str:
+    """What the tests printed: the lines between the harness's markers (empty when they are missing)."""
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if START in line]
+    ends = [i for i, line in enumerate(lines) if END in line]
+    if not starts or not ends or ends[-1] < starts[0]:
+        return ""
+    return "\n".join(lines[starts[0] + 1 : ends[-1]])
 
 
 EVALUATION_FILES = ("report.json", "env_failures.json", "logs")
@@ -211,15 +221,29 @@ def _judge(
     report = run.report
     tests = report.get("tests_status", {})
     row: dict[str, Any] = {"instance_id": inst.instance_id, "plan": run.plan.source, "tests_status": tests}
+    gold = pred.get("model_name_or_path") == "gold"
     if not report.get("patch_successfully_applied"):
-        # The patch did not apply, or the tests gave no results the harness accepts (its own
-        # `>>>>> Test Exit Code` line is then all the log has): no verdict, and nothing learnt about
-        # which tests this machine can run.
-        why = "the patch does not apply" if run.applied is False else "the tests gave no results"
-        said = f"{why}: {run_failure_reason(run.log)}"
+        # The tests ran and gave no results the harness accepts. When they said why (an import that
+        # fails in this environment), no test of the instance can run here: with the gold patch that is
+        # an environment failure of the whole instance, and any patch's verdict is undecidable here.
+        said = printed_by_tests(run.log).strip()
+        known = {ALL_TESTS: run_failure_reason(said)} if gold else env_failures.get(inst.instance_id, {})
+        if run.applied and said and ALL_TESTS in known:
+            return {
+                **row,
+                "status": "unresolved",
+                "resolved": False,
+                "resolved_without_env_failures": False,
+                "undecidable": True,
+                "env_failures": known,
+            }
+        # The patch did not apply, or nothing ran at all (the harness's own exit-status line is all the
+        # log has): no verdict, and nothing learnt about which tests this machine can run.
+        why = "the patch does not apply" if not run.applied else "the tests gave no results"
+        said = f"{why}: {run_failure_reason(said or run.log)}"
         return {**row, "status": "error", "resolved": False, "undecidable": False, "error": said}
     failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(kind, {}).get("failure", [])]
-    if pred.get("model_name_or_path") == "gold":
+    if gold:
         known = {t: failure_reason(run.log, t, run.statuses.get(t, "MISSING")) for t in failing}
     else:
         known = {t: r for t, r in env_failures.get(inst.instance_id, {}).items()}
