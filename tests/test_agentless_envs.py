@@ -538,6 +538,9 @@ def test_failure_reasons_come_from_the_summary_or_the_tests_section() -> None:
     assert failure_reason(log, "t.py::RequestsTestCase::test_get", "FAILED").startswith("E           Conn")
     assert failure_reason(log, "t.py::RequestsTestCase::test_other", "FAILED") == "KeyError: 'x'"
     assert failure_reason(log, "t.py::test_missing", "MISSING") == "MISSING"
+    # Object addresses differ every run: two runs must write one report.
+    log = "FAILED t.py::test_x - ConnectionError(<Conn object at 0x7f6502bd5400>: refused)"
+    assert failure_reason(log, "t.py::test_x", "FAILED") == "ConnectionError(<Conn object at 0x...>: refused)"
 
 
 def test_a_gold_instance_that_cannot_run_here_is_an_error_of_the_run(tmp_path: Path) -> None:

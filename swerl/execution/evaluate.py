@@ -95,7 +95,7 @@ def failure_reason(log: str, test: str, status: str) -> str:
             if line.startswith(prefix):
                 summary = line[len(prefix) :].strip()
     if summary and not summary.endswith("..."):  # pytest cuts summary lines to the terminal's width
-        return summary[:300]
+        return _stable(summary)
     status = summary or status
     name = test.split("::")[-1]
     header = re.compile(r"^_{3,} (?:\S+\.)?" + re.escape(name) + r" _{3,}$")
@@ -104,7 +104,7 @@ def failure_reason(log: str, test: str, status: str) -> str:
             section = itertools.takewhile(lambda s: not s.startswith(("____", "====")), lines[i + 1 :])
             errors = [s.strip() for s in section if s.startswith("E ")]
             if errors:
-                return errors[-1][:300]
+                return _stable(errors[-1])
     return status
 
 
@@ -116,7 +116,15 @@ def run_failure_reason(log: str) -> str:
     """Why a run produced no test results: its last pytest error line (`E   ...`), else its last line."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("E ")]
-    return (errors[-1] if errors else lines[-1] if lines else "no output")[:300]
+    return _stable(errors[-1] if errors else lines[-1] if lines else "no output")
+
+
+_ADDRESS = re.compile(r"\b0x[0-9a-f]{6,}\b")
+
+
+def _stable(reason: str) -> str:
+    """A reason as two runs give it: object addresses (`<... object at 0x7f65...>`) differ every run."""
+    return _ADDRESS.sub("0x...", reason)[:300]
 
 
 def printed_by_tests(log: str) -> str:
