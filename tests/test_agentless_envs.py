@@ -696,6 +696,7 @@ def _builder(tmp_path: Path, install: str, wheelhouse: Path) -> subprocess.Popen
     )
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("no_index")
 def test_concurrent_builders_build_once_and_a_killed_build_is_rebuilt(
     wheelhouse: Path, tmp_path: Path
