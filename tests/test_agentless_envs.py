@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import concurrent.futures
 import csv
 import dataclasses
 import hashlib
@@ -17,13 +18,16 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+from isolation import require_isolation
 from packaging.requirements import Requirement
 
 from swerl.cli import agentless as agentless_cli
@@ -171,7 +175,9 @@ def test_env_from_wheelhouse_runs_the_repository_tests(wheelhouse: Path, tmp_pat
     run = backend.run_tests(instance, [test_id])
     assert run.status == "ok", run.log
     assert run.results == {test_id: "PASSED"}, run.log
-    assert len(list((tmp_path / "envs" / "acme__usesdep").glob("1.0-*/.swerl-ready"))) == 1
+    # A base environment for the version and the instance's, installed at its base commit.
+    ready = sorted(p.parent.name for p in (tmp_path / "envs" / "acme__usesdep").glob("1.0-*/.swerl-ready"))
+    assert len(ready) == 2 and ready[1] == f"{ready[0]}@{instance.base_commit[:12]}"
 
     broken = build_git_patch(
         {"usesdep/__init__.py": USESDEP}, {"usesdep/__init__.py": USESDEP.replace("2 *", "3 *")}
@@ -424,7 +430,8 @@ def test_each_patch_is_judged_on_its_own_tree(
         f2p = run.report["tests_status"]["FAIL_TO_PASS"]
         assert f2p["success" if i % 2 else "failure"] == [f"{TEST_FILE}::test_doubled"], run.log
     assert verdicts == [False, False, False, False]  # strict: test_needs_extra fails here even with gold
-    assert len(list((tmp_path / "envs" / "acme__srcpkg").iterdir())) == 1  # one environment throughout
+    built = [p for p in (tmp_path / "envs" / "acme__srcpkg").iterdir() if p.is_dir()]
+    assert len(built) == 2  # one environment throughout (and the version's base it was copied from)
     p2p = run.report["tests_status"]["PASS_TO_PASS"]
     assert p2p == {"success": P2P, "failure": [ENV_FAILING]}  # the cut id is prefix-matched
 
@@ -531,9 +538,14 @@ def test_failure_reasons_come_from_the_summary_or_the_tests_section() -> None:
     assert failure_reason(log, "t.py::RequestsTestCase::test_get", "FAILED").startswith("E           Conn")
     assert failure_reason(log, "t.py::RequestsTestCase::test_other", "FAILED") == "KeyError: 'x'"
     assert failure_reason(log, "t.py::test_missing", "MISSING") == "MISSING"
+    # Object addresses differ every run: two runs must write one report.
+    log = "FAILED t.py::test_x - ConnectionError(<Conn object at 0x7f6502bd5400>: refused)"
+    assert failure_reason(log, "t.py::test_x", "FAILED") == "ConnectionError(<Conn object at 0x...>: refused)"
 
 
-def test_a_gold_instance_that_cannot_run_here_is_listed_with_the_reason(tmp_path: Path) -> None:
+def test_a_gold_instance_that_cannot_run_here_is_an_error_of_the_run(tmp_path: Path) -> None:
+    """No repository here is this run's failure: it is reported as an error, never as an environment
+    failure of the instance (which would tell the user it is a limit of their machine)."""
     from swerl.execution.evaluate import evaluate_local, predictions_for
 
     (tmp_path / "clones").mkdir()
@@ -541,25 +553,345 @@ def test_a_gold_instance_that_cannot_run_here_is_listed_with_the_reason(tmp_path
     repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
     backend = LocalBackend(repos, EnvManager(tmp_path / "envs"), isolation=ISOLATION)
     report = evaluate_local([missing], predictions_for("gold", [missing]), backend, tmp_path / "out")
-    assert report["error_ids"] == ["acme__gone-1"] and report["env_failure_ids"] == ["acme__gone-1"]
-    reason = report["instances"]["acme__gone-1"]["env_failures"]["*"]
-    assert reason.startswith("GitError: acme/gone: no clone under")
+    assert report["error_ids"] == ["acme__gone-1"] and report["env_failure_ids"] == []
+    assert report["instances"]["acme__gone-1"]["error"].startswith("GitError: acme/gone: no clone under")
+    assert json.loads((tmp_path / "out" / "env_failures.json").read_text()) == {}
     assert "GitError" in (tmp_path / "out" / "logs" / "acme__gone-1" / "run_instance.log").read_text()
 
 
-def test_a_new_environment_is_built_from_the_setup_commit_once(tmp_path: Path) -> None:
-    base, setup = tmp_path / "base", tmp_path / "setup"
-    _write(base, {"marker.txt": "base\n"})
-    _write(setup, {"marker.txt": "setup commit\n"})
-    calls: list[int] = []
+# -- environments as the harness builds them, and nothing of the machine touched ---------------------------
 
-    def setup_tree() -> Path:
-        calls.append(1)
-        return setup
 
-    spec = EnvSpec(install="true", with_pytest=False)
+def _commit(path: Path, files: dict[str, str]) -> str:
+    _write(path, files)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "change")
+    return git(path, "rev-parse", "HEAD").strip()
+
+
+@pytest.mark.usefixtures("no_index")
+def test_each_instance_is_installed_at_its_own_base_commit_from_one_base(
+    wheelhouse: Path, tmp_path: Path
+) -> None:
+    """Two instances of one version whose base commits differ: one base venv, each instance's install
+    ran on its own base commit (pytest 5.4's later base commits need wcwidth, its setup commit does not)."""
+    first = _git_repo(tmp_path / "clones", "acme/x", {"marker.txt": "old\n"})
+    later = _commit(tmp_path / "clones" / "acme__x", {"marker.txt": "new\n"})
+    install = "cp marker.txt ../installed-from.txt"
+    envs = EnvManager(
+        tmp_path / "envs", wheelhouse=wheelhouse, specs={"acme/x": {"*": EnvSpec(install=install)}}
+    )
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    second = dataclasses.replace(first, instance_id="acme__x-2", base_commit=later)
+    seen = []
+    for instance in (first, second, first):
+        tree = repos.checkout(instance.repo, instance.base_commit, tmp_path / f"tree-{len(seen)}")
+        env = envs.env_for(instance, tree)
+        assert env.testbed is not None
+        seen.append((env.testbed.parent / "installed-from.txt").read_text())
+    assert seen == ["old\n", "new\n", "old\n"]
+    built = sorted(p.name for p in (tmp_path / "envs" / "acme__x").iterdir() if p.is_dir())
+    assert len(built) == 3 and all(name.startswith(built[0]) for name in built)  # a base and two copies
+
+
+FAKE_PYTHON = '#!/bin/sh\necho "$@" >> {log}\nexit 1\n'
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `python` (and `pip`) first on PATH that records every call: the machine's own interpreter."""
+    bin_dir = tmp_path / "machine-bin"
+    bin_dir.mkdir()
+    log = tmp_path / "machine-python-calls.txt"
+    for name in ("python", "python3", "pip"):
+        (bin_dir / name).write_text(FAKE_PYTHON.format(log=log), encoding="utf-8")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return log
+
+
+@pytest.mark.usefixtures("no_index")
+def test_a_relative_root_from_another_directory_installs_nothing_outside(
+    wheelhouse: Path, tmp_path: Path, fake_python: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default cache dir is relative: the install steps run inside the testbed, where a relative venv
+    path on PATH does not resolve, so `python -m pip install -e .` reached the machine's own Python."""
+    files = {"pyproject.toml": PYPROJECT.format(name="usesdep", dependencies='"tinydep"'), **USESDEP_FILES}
+    instance = _git_repo(tmp_path / "clones", "acme/usesdep", files)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    repos = RepoCache(Path("rel-cache/repos"), mirror_dir=Path("../clones"), offline=True)
+    envs = EnvManager(Path("rel-cache/envs"), wheelhouse=wheelhouse)
+    backend = LocalBackend(repos, envs, isolation=ISOLATION, work_root=Path("rel-work"), timeout_s=120)
+    assert repos.root.is_absolute() and envs.root.is_absolute() and backend.work_root.is_absolute()
+
+    run = backend.run_tests(instance, ["tests/test_usesdep.py::test_doubled"])
+    assert run.results == {"tests/test_usesdep.py::test_doubled": "PASSED"}, run.log
+    assert not fake_python.exists(), fake_python.read_text()  # the machine's python was never called
+    assert list((elsewhere / "rel-cache" / "envs" / "acme__usesdep").glob("*/.swerl-ready"))
+
+
+USESDEP_FILES = {"usesdep/__init__.py": USESDEP, "tests/test_usesdep.py": USESDEP_TEST}
+
+
+def test_no_install_runs_when_the_environment_interpreter_is_not_its_own(
+    tmp_path: Path, fake_python: Path
+) -> None:
+    """Whatever a step did to the venv, the next step's `python` and `pip` are checked first: an install
+    that would reach another interpreter stops the build with a clear error, having installed nothing."""
+    spec = EnvSpec(pre_install=("rm ../venv/bin/python ../venv/bin/python3*",), with_pytest=False)
     envs = EnvManager(tmp_path / "envs", specs={"acme/x": {"*": spec}})
-    instance = Instance("acme__x-1", "acme/x", "0" * 40, "issue", version="1.0")
-    env = envs.env_for(instance, base, setup_tree)
-    assert env.testbed is not None and (env.testbed / "marker.txt").read_text() == "setup commit\n"
-    assert envs.env_for(instance, base, setup_tree).testbed == env.testbed and calls == [1]  # built once
+    tree = tmp_path / "tree"
+    _write(tree, {"setup.py": "raise SystemExit('never built')\n"})
+    instance = Instance("acme__x-1", "acme/x", "1" * 40, "issue", version="1.0")
+    with pytest.raises(EnvSetupError, match=r"are not those of .*nothing was installed"):
+        envs.env_for(instance, tree)
+    calls = fake_python.read_text().splitlines()
+    assert calls and not any("pip install" in call for call in calls), calls  # only the check's probe
+    assert not any(p.is_dir() for p in (tmp_path / "envs" / "acme__x").iterdir() if "@" in p.name)
+
+
+@pytest.mark.usefixtures("no_index")
+def test_a_broken_environment_is_never_marked_ready(wheelhouse: Path, tmp_path: Path) -> None:
+    """Every install step succeeded, but pytest cannot be imported: the smoke check fails the build."""
+    spec = EnvSpec(install="rm -r ../venv/lib/python*/site-packages/_pytest")
+    envs = EnvManager(tmp_path / "envs", wheelhouse=wheelhouse, specs={"acme/x": {"*": spec}})
+    tree = tmp_path / "tree"
+    _write(tree, {"README": "x\n"})
+    instance = Instance("acme__x-1", "acme/x", "1" * 40, "issue", version="1.0")
+    with pytest.raises(EnvSetupError, match="cannot run pytest"):
+        envs.env_for(instance, tree)
+    assert not [p for p in (tmp_path / "envs" / "acme__x").glob("*@*") if p.is_dir()]
+
+
+BUILD_SCRIPT = """\
+import sys
+import time
+from pathlib import Path
+from swerl.execution.envs import EnvManager, EnvSpec
+from swerl.execution.instances import Instance
+
+root, tree, install, house = sys.argv[1:5]
+envs = EnvManager(Path(root), wheelhouse=Path(house), specs={"acme/x": {"*": EnvSpec(install=install)}})
+env = envs.env_for(Instance("acme__x-1", "acme/x", "1" * 40, "issue", version="1.0"), Path(tree))
+print(env.python)
+"""
+
+
+def _builder(tmp_path: Path, install: str, wheelhouse: Path) -> subprocess.Popen[bytes]:
+    script = tmp_path / "build.py"
+    script.write_text(BUILD_SCRIPT, encoding="utf-8")
+    argv = [
+        sys.executable,
+        str(script),
+        str(tmp_path / "envs"),
+        str(tmp_path / "tree"),
+        install,
+        str(wheelhouse),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_index")
+def test_concurrent_builders_build_once_and_a_killed_build_is_rebuilt(
+    wheelhouse: Path, tmp_path: Path
+) -> None:
+    """Two processes and two threads ask for one environment at once: one build, the others wait on its
+    lock (`--workers 2` made venvs vanish under each other). Then a build killed with SIGKILL in the middle
+    of its install leaves a directory without the ready marker, which the next run removes and rebuilds."""
+    _write(tmp_path / "tree", {"README": "x\n"})
+    counter = tmp_path / "builds.txt"
+    install = f"echo built >> {counter}"
+    procs = [_builder(tmp_path, install, wheelhouse) for _ in range(2)]
+    spec = EnvSpec(install=install)
+    envs = EnvManager(tmp_path / "envs", wheelhouse=wheelhouse, specs={"acme/x": {"*": spec}})
+    instance = Instance("acme__x-1", "acme/x", "1" * 40, "issue", version="1.0")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        pythons = list(pool.map(lambda _: envs.env_for(instance, tmp_path / "tree").python, range(2)))
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()
+        pythons.append(out.decode().strip())
+    assert len(set(pythons)) == 1 and counter.read_text() == "built\n"
+
+    started, slow = tmp_path / "started", tmp_path / "slow"
+    slow.touch()
+    install = f"echo built >> {counter}; if [ -e {slow} ]; then touch {started}; sleep 120; fi"
+    proc = _builder(tmp_path, install, wheelhouse)
+    deadline = time.monotonic() + 240
+    while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert started.exists(), proc.communicate()[1].decode()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    half = [
+        p
+        for p in (tmp_path / "envs" / "acme__x").glob("*@*")
+        if p.is_dir() and not (p / ".swerl-ready").exists()
+    ]
+    assert len(half) == 1 and (half[0] / "testbed").is_dir()  # killed mid-install: no marker
+    slow.unlink()
+    envs = EnvManager(
+        tmp_path / "envs", wheelhouse=wheelhouse, specs={"acme/x": {"*": EnvSpec(install=install)}}
+    )
+    env = envs.env_for(instance, tmp_path / "tree")
+    assert (half[0] / ".swerl-ready").exists() and env.testbed == half[0] / "testbed"
+    assert subprocess.run([env.python, "-c", "import pytest"], check=False).returncode == 0
+    assert counter.read_text() == "built\n" * 3
+
+
+def test_tests_see_the_harness_environment_and_nothing_of_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No PYTHONHASHSEED (sympy turns hash randomisation off when it is set), no token of ours."""
+    monkeypatch.setenv("SWERL_TEST_SECRET", "leaked")
+    probe = (
+        "import os, sys\n\n\ndef test_env():\n"
+        "    assert sys.flags.hash_randomization == 1\n"
+        "    names = {n for n in os.environ if not n.startswith('PYTEST_')}\n"
+        "    names -= {'PWD', 'SHLVL', '_', 'LC_CTYPE'}  # bash's own, and Python's locale coercion\n"
+        "    assert names == {'PATH', 'HOME', 'PYTHONPATH'}, sorted(names)\n"
+    )
+    instance = _git_repo(tmp_path / "clones", "acme/plain", {"tests/test_env.py": probe})
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    backend = LocalBackend(repos, EnvManager(tmp_path / "envs"), isolation=ISOLATION, timeout_s=120)
+    run = backend.run_tests(instance, ["tests/test_env.py::test_env"])
+    assert run.results == {"tests/test_env.py::test_env": "PASSED"}, run.log
+
+
+def test_a_sandbox_that_does_not_start_is_an_error_of_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bubblewrap refusing to start (a path to bind that is missing, as with the relative cache dir) is
+    this machine's failure: an error, not a test log read as every test failing."""
+    require_isolation()
+    from swerl.execution import local
+    from swerl.execution.evaluate import evaluate_local
+
+    instance = _git_repo(tmp_path / "clones", "acme/plain", {"tests/test_a.py": "def test_a():\n    pass\n"})
+    instance = dataclasses.replace(instance, patch="", fail_to_pass=("tests/test_a.py::test_a",))
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    backend = LocalBackend(repos, EnvManager(tmp_path / "envs"), isolation="bwrap", timeout_s=120)
+    monkeypatch.setattr(local, "_interpreter_roots", lambda python: (str(tmp_path / "nowhere"),))
+    with pytest.raises(local.SandboxStartError, match="did not start: bwrap: Can't find source path"):
+        backend.run_tests(instance, ["tests/test_a.py::test_a"])
+    gold = {
+        instance.instance_id: {
+            "instance_id": instance.instance_id,
+            "model_name_or_path": "gold",
+            "model_patch": "\n",
+        }
+    }
+    report = evaluate_local([instance], gold, backend, tmp_path / "out")
+    assert report["error_ids"] == [instance.instance_id] and report["env_failure_ids"] == []
+    assert report["instances"][instance.instance_id]["error"].startswith("SandboxStartError")
+
+
+@pytest.mark.usefixtures("no_index")
+def test_an_instance_whose_fail_to_pass_test_cannot_run_here_is_undecidable_never_resolved(
+    src_instance: Instance, wheelhouse: Path, tmp_path: Path
+) -> None:
+    """The test that decides the instance fails here even with the gold patch: leaving it out would
+    resolve anything; the lenient verdict says "undecidable here" instead, for gold and for a model."""
+    from swerl.execution.evaluate import evaluate_local, predictions_for
+
+    decided_elsewhere = dataclasses.replace(
+        src_instance, fail_to_pass=(*src_instance.fail_to_pass, ENV_FAILING), pass_to_pass=tuple(P2P)
+    )
+    iid = decided_elsewhere.instance_id
+    backend = _harness(tmp_path, wheelhouse)
+    gold = evaluate_local(
+        [decided_elsewhere], predictions_for("gold", [decided_elsewhere]), backend, tmp_path / "g"
+    )
+    assert gold["undecidable_ids"] == [iid] and gold["resolved_without_env_failures_ids"] == []
+    failures = json.loads((tmp_path / "g" / "env_failures.json").read_text())
+    assert list(failures[iid]) == [ENV_FAILING]
+    model = {iid: {"instance_id": iid, "model_name_or_path": "m", "model_patch": src_instance.patch}}
+    again = evaluate_local([decided_elsewhere], model, backend, tmp_path / "m", env_failures=failures)
+    assert again["undecidable_instances"] == 1 and again["resolved_without_env_failures"] == 0
+    assert again["instances"][iid]["status"] == "unresolved"
+
+
+def test_an_evaluation_interrupted_before_any_verdict_reruns_plainly(tmp_path: Path) -> None:
+    from swerl.execution.evaluate import prepare_out_dir
+
+    out = tmp_path / "out"
+    (out / "logs" / "a__b-1").mkdir(parents=True)
+    (out / "logs" / "a__b-1" / "patch.diff").write_text("x")
+    prepare_out_dir(out, overwrite=False, resume=False)
+    assert not (out / "logs").exists()  # logs without verdicts are dropped
+
+    (out / "logs" / "a__b-1").mkdir(parents=True)
+    (out / "logs" / "a__b-1" / "report.json").write_text("{}")
+    (out / "logs" / "a__b-2").mkdir()
+    with pytest.raises(UserError, match="already holds an evaluation"):
+        prepare_out_dir(out, overwrite=False, resume=False)
+    assert (out / "logs" / "a__b-1" / "report.json").exists()  # a verdict is never dropped
+
+
+def test_mirrors_are_prepared_once_under_a_lock_from_a_relative_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    instance = _git_repo(tmp_path / "clones", "acme/plain", {"a.txt": "a\n"})
+    monkeypatch.chdir(tmp_path)
+    repos = RepoCache(Path("cache"), mirror_dir=Path("clones"), offline=True)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        mirrors = set(pool.map(lambda _: repos.ensure(instance.repo, instance.base_commit), range(4)))
+    assert mirrors == {tmp_path / "cache" / "acme__plain.git"}
+    monkeypatch.chdir(tmp_path / "clones")
+    tree = repos.checkout(instance.repo, instance.base_commit, tmp_path / "tree")
+    assert (tree / "a.txt").read_text() == "a\n"
+
+
+def _plain_instance(tmp_path: Path, files: dict[str, str], test_cmd: str) -> Instance:
+    """A stdlib repository (the shared interpreter, no environment to build) judged by `test_cmd`."""
+    instance = _git_repo(tmp_path / "clones", "acme/plain", files)
+    script = "\n".join([": '>>>>> Start Test Output'", test_cmd, ": '>>>>> End Test Output'"])
+    return dataclasses.replace(
+        instance,
+        patch=build_git_patch({"a.py": "x = 1\n"}, {"a.py": "x = 2\n"}),
+        fail_to_pass=("tests/test_a.py::test_a",),
+        extra={"eval_script": script, "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail"},
+    )
+
+
+def test_tests_that_cannot_start_here_make_the_instance_undecidable_and_silence_is_an_error(
+    tmp_path: Path,
+) -> None:
+    """With the gold patch every test errors at import (a module this machine lacks): an environment
+    failure of the whole instance, undecidable here. A test command that printed nothing at all is no
+    fact about the environment: an error of the run (the harness's `Test Exit Code` line was once listed
+    as the instance's environment failure)."""
+    from swerl.execution.evaluate import evaluate_local, predictions_for
+
+    files = {
+        "a.py": "x = 1\n",
+        "tests/conftest.py": "import not_on_this_machine  # noqa\n",
+        "tests/test_a.py": "def test_a():\n    pass\n",
+    }
+    instance = _plain_instance(tmp_path, files, "python -m pytest -rA tests/test_a.py")
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    backend = LocalBackend(repos, EnvManager(tmp_path / "envs"), isolation=ISOLATION, timeout_s=120)
+    report = evaluate_local([instance], predictions_for("gold", [instance]), backend, tmp_path / "gold")
+    row = report["instances"][instance.instance_id]
+    assert row["status"] == "unresolved" and row["undecidable"], row
+    assert "No module named 'not_on_this_machine'" in row["env_failures"]["*"]
+    assert report["undecidable_ids"] == [instance.instance_id] and report["error_ids"] == []
+
+    silent = dataclasses.replace(
+        instance,
+        extra={
+            **instance.extra,
+            "eval_script": instance.extra["eval_script"].replace(
+                "python -m pytest -rA tests/test_a.py", "true"
+            ),
+        },
+    )
+    report = evaluate_local([silent], predictions_for("gold", [silent]), backend, tmp_path / "silent")
+    assert report["error_ids"] == [instance.instance_id] and report["env_failure_ids"] == []
+    assert report["instances"][instance.instance_id]["error"].startswith("the tests gave no results")

@@ -646,6 +646,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         f"resolved {report['resolved_instances']}/{submitted} strictly, "
         f"{report['resolved_without_env_failures']}/{submitted} leaving out the tests listed as environment "
         f"failures ({len(report['env_failure_ids'])} instances have some); "
+        f"{report['undecidable_instances']} undecidable here (a fail-to-pass test cannot run here); "
         f"{len(report['empty_patch_ids'])} empty patches, {len(report['error_ids'])} errors; "
         f"report: {args.out / 'report.json'}"
     )

@@ -1,4 +1,4 @@
-"""Python environments for running a repository's tests locally, one per (repository, version).
+"""Python environments for running a repository's tests locally, built as the harness builds its images.
 
 What an environment is built from: an `EnvSpec` (the Python version, found on this machine through
 PATH, pyenv or uv; pinned packages; install steps that need no root), as SWE-bench builds its images per
@@ -7,9 +7,16 @@ user's). Without a spec: the base interpreter and an editable install of the pro
 dependencies; a repository that declares none (stdlib code tested with pytest) shares one interpreter
 that has pytest and finds the code through PYTHONPATH.
 
-The install goes into a venv next to a `testbed` directory holding a copy of the project; the code under
-test is never the environment's: each test run replaces the testbed with its own fresh tree
-(`LocalBackend`), so the editable install, whatever the layout, always resolves to that tree.
+Two levels, as the harness's environment and instance images: a base venv per (repository, version)
+with Python and the spec's packages, and per instance a copy of it in which the install steps run on the
+instance's base commit, in a `testbed` directory beside the venv. The code under test is never the
+environment's: each test run replaces the testbed with its own fresh tree (`LocalBackend`), so the
+editable install, whatever the layout, always resolves to that tree.
+
+Safety of the machine: every path is absolute from construction on, every install step runs only after
+the `python` and `pip` it would find are checked to be the environment's own, and pip refuses to install
+outside a virtual environment (PIP_REQUIRE_VIRTUALENV). Nothing half-made is reused: an environment is
+marked ready last (`READY`), each is built under its own lock, and an unmarked directory is rebuilt.
 
 Without network access, `wheelhouse` makes every install take wheels from a directory, no index. The venvs
 stay self-contained (pytest is installed into each, not borrowed from the base interpreter through
@@ -29,7 +36,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -211,9 +217,47 @@ class TestEnv:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+READY = ".swerl-ready"
+"""The file that says an environment is complete: written last, atomically, after every install step and
+the smoke check succeeded. A directory without it is half-made (a failure, a run killed at any point) and
+is removed and built again, never used."""
+
+
+def is_ready(env: Path) -> bool:
+    return (env / READY).is_file()
+
+
+def _mark_ready(env: Path, python: Path) -> None:
+    """Record completion: a temporary file renamed into place, so the marker is whole or absent."""
+    tmp = env / f"{READY}.tmp"
+    tmp.write_text(json.dumps({"python": str(python)}) + "\n", encoding="utf-8")
+    os.replace(tmp, env / READY)
+
+
+@contextlib.contextmanager
+def env_lock(env: Path) -> Iterator[None]:
+    """One builder of `env` at a time, across threads and processes (`--workers N`, two runs sharing a
+    cache): an fcntl lock on `<parent>/.<name>.lock`, beside the directory so that removing a half-made
+    environment never removes its lock. Each call opens the file anew, so threads exclude each other too."""
+    env.parent.mkdir(parents=True, exist_ok=True)
+    with (env.parent / f".{env.name}.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 @dataclass
 class EnvManager:
-    """Hands out test environments for instances; creates venvs under `root` when it has to."""
+    """Hands out test environments for instances; creates venvs under `root` when it has to.
+
+    As the harness builds an environment image per (repository, version) and an instance image per
+    instance from it: a base venv per (repository, version, spec) holds the Python and the spec's
+    packages; each instance gets a copy of it in which the spec's `pre_install` and `install` steps run
+    on a checkout of the instance's base commit (dependencies change within a version: pytest 5.4's base
+    commits differ in whether they need wcwidth). Both are cached, the instance's keyed by its base commit.
+    """
 
     root: Path
     base_python: str = field(default_factory=lambda: sys.executable)
@@ -232,9 +276,11 @@ class EnvManager:
     _failed: dict[Path, str] = field(default_factory=dict, repr=False)
     """Why creating a venv failed, so that the next instance of that repository fails at once instead of
     repeating a slow install (pip retries an unreachable index for minutes)."""
-    _creating: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
+        # Absolute once, here: the install steps run inside the testbed, where a relative venv path on
+        # PATH no longer resolves and `python` would be whatever else PATH finds (the machine's own).
+        self.root = Path(self.root).resolve()
         if self.wheelhouse is not None:
             self.wheelhouse = Path(self.wheelhouse).resolve()
             if not self.wheelhouse.is_dir():
@@ -251,18 +297,13 @@ class EnvManager:
                 self._shared = self.base_python
             else:
                 env = self.root / "shared-pytest"
-                self._shared = self._create(env, None, EnvSpec(), "the shared pytest environment")
+                self._build_base(env, EnvSpec(), "the shared pytest environment")
+                self._shared = str(env / "venv" / "bin" / "python")
         return self._shared
 
-    def env_for(
-        self, instance: Instance, tree: Path, setup_tree: Callable[[], Path] | None = None
-    ) -> TestEnv:
-        """The environment to run `instance`'s tests in (`tree` is a pristine checkout of its base).
-
-        A new environment is built from `setup_tree()` when given (a checkout of the instance's
-        `environment_setup_commit`, as the harness builds the environment of a version once, from that
-        commit), else from `tree`: instances of one version differ in their dependencies (flask 2.3
-        gained blinker within the version), and the setup commit has the version's full set."""
+    def env_for(self, instance: Instance, tree: Path) -> TestEnv:
+        """The environment to run `instance`'s tests in (`tree` is a pristine checkout of its base
+        commit, from which a new instance environment is installed)."""
         if self.python:
             return TestEnv(self.python)
         spec = self.spec_for(instance)
@@ -271,58 +312,111 @@ class EnvManager:
                 return TestEnv(self.shared_python())
             spec = EnvSpec()
         key = instance.version or instance.environment_setup_commit[:12] or instance.base_commit[:12]
-        env = self.root / repo_slug(instance.repo) / f"{key}-{spec.key()}"
-        with self._creating:
-            fresh = not (env / ".swerl-ready").exists() and setup_tree is not None
-            project = setup_tree() if fresh and setup_tree is not None else tree
-            python = self._create(env, project, spec, f"{instance.repo} (environment {key})")
-        return TestEnv(python, env / "testbed")
+        base = self.root / repo_slug(instance.repo) / f"{key}-{spec.key()}"
+        env = base.with_name(f"{base.name}@{instance.base_commit[:12]}")
+        owner = f"{instance.repo} (environment {key}, base commit {instance.base_commit[:12]})"
+        self._build_instance(env, base, tree, spec, owner)
+        return TestEnv(str(env / "venv" / "bin" / "python"), env / "testbed")
 
     def python_for(self, instance: Instance, tree: Path) -> str:
         """The interpreter of `env_for` (for callers that only need to know which one it is)."""
         return self.env_for(instance, tree).python
 
-    def _create(self, env: Path, project: Path | None, spec: EnvSpec, owner: str) -> str:
-        """A venv at `env/venv` with pytest and the spec's packages; given `project`, a copy of it at
-        `env/testbed` installed by the spec's steps. Returns its interpreter.
+    def _build_base(self, env: Path, spec: EnvSpec, owner: str) -> None:
+        """A venv at `env/venv` with pytest and the spec's packages (the harness's environment image)."""
 
-        Raises EnvSetupError naming `owner` and what to do. A half-made environment (this failure, or an
-        interrupted earlier run) is removed, so that the next attempt starts clean.
-        """
-        python = env / "venv" / "bin" / "python"
-        if (env / ".swerl-ready").exists():
-            return str(python)
-        if env in self._failed:
-            raise EnvSetupError(self._failed[env])
-        shutil.rmtree(env, ignore_errors=True)
-        env.mkdir(parents=True, exist_ok=True)
-        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        hint = self._pip_hint()
-        try:
+        def build() -> None:
             base = find_python(spec.python) if spec.python else self.base_python
             venv_hint = f"{base} cannot create venvs (Debian/Ubuntu: install python3-venv)."
             _step(owner, [base, "-m", "venv", str(env / "venv")], venv_hint, self._pip_env(env))
             packages = [*(["pytest"] if spec.with_pytest else []), *spec.packages]
             if packages:
-                _step(owner, [*pip, *packages], hint, self._pip_env(env))
-            if project is not None:
-                testbed = env / "testbed"
-                shutil.copytree(project, testbed, symlinks=True)
-                for line in [*spec.pre_install, spec.install]:
-                    _step(owner, ["bash", "-c", line], hint, self._pip_env(env), cwd=testbed)
-                _keep_artifacts(testbed, env / "artifacts")
-        except EnvSetupError as err:
+                self._pip_step(env, owner, ["python", "-m", "pip", "install", "-q", *packages], env)
+
+        self._build(env, owner, build, has_pytest=spec.with_pytest)
+
+    def _build_instance(self, env: Path, base: Path, tree: Path, spec: EnvSpec, owner: str) -> None:
+        """A copy of the base venv with the project at `env/testbed` installed by the spec's steps (the
+        harness's instance image: pre_install and install run at the instance's base commit)."""
+
+        def build() -> None:
+            self._build_base(base, spec, f"{owner.split(' (')[0]} (environment {base.name})")
+            shutil.copytree(base / "venv", env / "venv", symlinks=True)
+            _relocate_scripts(env / "venv", base / "venv")
+            testbed = env / "testbed"
+            shutil.copytree(tree, testbed, symlinks=True)
+            for line in [*spec.pre_install, spec.install]:
+                self._pip_step(env, owner, ["bash", "-c", line], testbed)
+            _keep_artifacts(testbed, env / "artifacts")
+
+        self._build(env, owner, build, has_pytest=True)
+
+    def _build(self, env: Path, owner: str, build: Callable[[], None], has_pytest: bool) -> None:
+        """Build `env` once: under its lock, readiness first; a directory without the ready marker is
+        removed and built again; the marker is written last, after the smoke check.
+
+        Raises EnvSetupError naming `owner` and what to do; what the failure left is removed."""
+        with env_lock(env):
+            if is_ready(env):
+                return
+            if env in self._failed:
+                raise EnvSetupError(self._failed[env])
             shutil.rmtree(env, ignore_errors=True)
-            self._failed[env] = str(err)
-            raise
-        (env / ".swerl-ready").write_text("ok\n", encoding="utf-8")
-        return str(python)
+            env.mkdir(parents=True)
+            try:
+                build()
+                self._smoke_check(env, owner, has_pytest)
+            except EnvSetupError as err:
+                shutil.rmtree(env, ignore_errors=True)
+                self._failed[env] = str(err)
+                raise
+            _mark_ready(env, env / "venv" / "bin" / "python")
+
+    def _pip_step(self, env: Path, owner: str, cmd: list[str], cwd: Path) -> None:
+        """One install step, run only once the interpreter and pip it would find are the environment's."""
+        values = self._pip_env(env)
+        self._check_interpreter(env, owner, values, cwd)
+        _step(owner, cmd, self._pip_hint(), values, cwd=cwd)
+
+    def _check_interpreter(self, env: Path, owner: str, values: dict[str, str], cwd: Path) -> None:
+        """Refuse to install anything unless `python` and `pip`, as a step's shell finds them, belong to
+        `env/venv`: an install that reached another interpreter would change the machine's own Python."""
+        venv = os.path.realpath(env / "venv")
+        probe = 'python -c "import sys; print(sys.prefix)" && pip --version'
+        done = subprocess.run(
+            ["bash", "-c", probe], capture_output=True, text=True, env=values, cwd=cwd, check=False
+        )
+        lines = done.stdout.splitlines()
+        prefix = os.path.realpath(lines[0]) if done.returncode == 0 and lines else ""
+        pip_at = lines[1].split(" from ", 1)[-1] if len(lines) > 1 else ""
+        if prefix != venv or not os.path.realpath(pip_at.rsplit(" (", 1)[0]).startswith(venv + "/"):
+            found = (done.stdout + done.stderr).strip()[-500:] or f"exit status {done.returncode}"
+            raise EnvSetupError(
+                f"could not create the test environment of {owner}: the interpreter and pip that its "
+                f"install steps would use are not those of {env / 'venv'} ({found}); nothing was installed. "
+                "Remove that directory to build it again."
+            )
+
+    def _smoke_check(self, env: Path, owner: str, has_pytest: bool) -> None:
+        """The built environment runs: its interpreter is its own and, once it should have pytest,
+        imports it (the repository's own pytest for pytest itself, whose base environment has none yet),
+        from outside the testbed so that the import is the installed one."""
+        values = self._pip_env(env)
+        self._check_interpreter(env, owner, values, env)
+        if not has_pytest:
+            return
+        hint = "The install steps succeeded but left an environment that cannot run pytest."
+        _step(owner, [str(env / "venv" / "bin" / "python"), "-c", "import pytest"], hint, values, cwd=env)
 
     def _pip_env(self, env: Path) -> dict[str, str]:
-        """The environment of setup commands: the venv first on PATH, pip bound to the wheelhouse."""
+        """The environment of setup commands: the venv first on PATH, pip bound to the wheelhouse and
+        refusing to install outside a virtual environment."""
         values = {**os.environ, "PATH": f"{env / 'venv' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         values["VIRTUAL_ENV"] = str(env / "venv")
         values["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        values["PIP_REQUIRE_VIRTUALENV"] = "1"
+        values.pop("PYTHONHOME", None)
+        values.pop("PYTHONPATH", None)
         if self.wheelhouse is not None:
             values["PIP_NO_INDEX"] = "1"
             values["PIP_FIND_LINKS"] = str(self.wheelhouse)
@@ -341,6 +435,18 @@ class EnvManager:
             "or --python with an interpreter that has pytest and the repository's dependencies; or "
             "--backend docker."
         )
+
+
+def _relocate_scripts(venv: Path, origin: Path) -> None:
+    """Point a copied venv's scripts (pip, pytest, activate: their shebangs name the venv) at the copy,
+    so that none of them runs the base venv's interpreter."""
+    old, new = str(origin).encode(), str(venv).encode()
+    for script in (venv / "bin").iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        data = script.read_bytes()
+        if old in data:
+            script.write_bytes(data.replace(old, new))
 
 
 def _keep_artifacts(testbed: Path, dest: Path) -> None:

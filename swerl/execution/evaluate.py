@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from swerl.errors import UserError
-from swerl.execution.harness import grade_log, harness_api
+from swerl.execution.harness import END, START, grade_log, harness_api
 from swerl.execution.instances import Instance
 from swerl.jsonl import load_json, read_records
 
@@ -95,7 +95,7 @@ def failure_reason(log: str, test: str, status: str) -> str:
             if line.startswith(prefix):
                 summary = line[len(prefix) :].strip()
     if summary and not summary.endswith("..."):  # pytest cuts summary lines to the terminal's width
-        return summary[:300]
+        return _stable(summary)
     status = summary or status
     name = test.split("::")[-1]
     header = re.compile(r"^_{3,} (?:\S+\.)?" + re.escape(name) + r" _{3,}$")
@@ -104,7 +104,7 @@ def failure_reason(log: str, test: str, status: str) -> str:
             section = itertools.takewhile(lambda s: not s.startswith(("____", "====")), lines[i + 1 :])
             errors = [s.strip() for s in section if s.startswith("E ")]
             if errors:
-                return errors[-1][:300]
+                return _stable(errors[-1])
     return status
 
 
@@ -116,7 +116,25 @@ def run_failure_reason(log: str) -> str:
     """Why a run produced no test results: its last pytest error line (`E   ...`), else its last line."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("E ")]
-    return (errors[-1] if errors else lines[-1] if lines else "no output")[:300]
+    return _stable(errors[-1] if errors else lines[-1] if lines else "no output")
+
+
+_ADDRESS = re.compile(r"\b0x[0-9a-f]{6,}\b")
+
+
+def _stable(reason: str) -> str:
+    """A reason as two runs give it: object addresses (`<... object at 0x7f65...>`) differ every run."""
+    return _ADDRESS.sub("0x...", reason)[:300]
+
+
+def printed_by_tests(log: str) -> str:
+    """What the tests printed: the lines between the harness's markers (empty when they are missing)."""
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if START in line]
+    ends = [i for i, line in enumerate(lines) if END in line]
+    if not starts or not ends or ends[-1] < starts[0]:
+        return ""
+    return "\n".join(lines[starts[0] + 1 : ends[-1]])
 
 
 EVALUATION_FILES = ("report.json", "env_failures.json", "logs")
@@ -125,9 +143,17 @@ EVALUATION_FILES = ("report.json", "env_failures.json", "logs")
 def prepare_out_dir(out_dir: Path, *, overwrite: bool, resume: bool) -> None:
     """Refuse to mix two evaluations in one folder: a second run replaced the first's report and left its
     logs beside the new ones. `resume` keeps what is there (each instance judged before with the same
-    prediction is taken from its log folder); `overwrite` removes the earlier evaluation's files."""
+    prediction is taken from its log folder); `overwrite` removes the earlier evaluation's files. An
+    evaluation interrupted before any verdict holds nothing to keep: its log folders are dropped and a
+    plain rerun goes ahead."""
     if overwrite and resume:
         raise UserError("--overwrite and --resume contradict each other: choose one")
+    logs = out_dir / "logs"
+    if not overwrite and not resume and logs.is_dir():
+        for folder in [p for p in logs.iterdir() if p.is_dir() and not (p / "report.json").exists()]:
+            shutil.rmtree(folder)
+        if not any(logs.iterdir()):
+            logs.rmdir()
     held = [name for name in EVALUATION_FILES if (out_dir / name).exists()]
     if not held or resume:
         return
@@ -196,40 +222,57 @@ def _judge(
     except Exception as err:  # one instance must not stop the run; its row and log say what happened
         (logs / "run_instance.log").write_text(traceback.format_exc(), encoding="utf-8")
         # The first line names what failed; the rest (a tool's output, whose order may vary between runs)
-        # stays in the log, so that two runs write the same report.
+        # stays in the log, so that two runs write the same report. No repository, no environment, a
+        # sandbox that did not start: this run's failure, never the instance's environment failure.
         said = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}"
-        row = {"instance_id": inst.instance_id, "status": "error", "resolved": False, "error": said}
-        if pred.get("model_name_or_path") == "gold":  # no repository or no environment here
-            row["env_failures"] = {ALL_TESTS: said}
-        return row
+        return {"instance_id": inst.instance_id, "status": "error", "resolved": False, "error": said}
     report = run.report
     tests = report.get("tests_status", {})
+    row: dict[str, Any] = {"instance_id": inst.instance_id, "plan": run.plan.source, "tests_status": tests}
+    gold = pred.get("model_name_or_path") == "gold"
+    if not report.get("patch_successfully_applied"):
+        # The tests ran and gave no results the harness accepts. When they said why (an import that
+        # fails in this environment), no test of the instance can run here: with the gold patch that is
+        # an environment failure of the whole instance, and any patch's verdict is undecidable here.
+        said = printed_by_tests(run.log).strip()
+        known = {ALL_TESTS: run_failure_reason(said)} if gold else env_failures.get(inst.instance_id, {})
+        if run.applied and said and ALL_TESTS in known:
+            return {
+                **row,
+                "status": "unresolved",
+                "resolved": False,
+                "resolved_without_env_failures": False,
+                "undecidable": True,
+                "env_failures": known,
+            }
+        # The patch did not apply, or nothing ran at all (the harness's own exit-status line is all the
+        # log has): no verdict, and nothing learnt about which tests this machine can run.
+        why = "the patch does not apply" if not run.applied else "the tests gave no results"
+        said = f"{why}: {run_failure_reason(said or run.log)}"
+        return {**row, "status": "error", "resolved": False, "undecidable": False, "error": said}
     failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(kind, {}).get("failure", [])]
-    if pred.get("model_name_or_path") == "gold":
+    if gold:
         known = {t: failure_reason(run.log, t, run.statuses.get(t, "MISSING")) for t in failing}
-        if not report.get("patch_successfully_applied"):
-            known = {ALL_TESTS: run_failure_reason(run.log)}  # the gold patch cannot even be judged here
     else:
         known = {t: r for t, r in env_failures.get(inst.instance_id, {}).items()}
-    if not report.get("patch_successfully_applied"):
-        status, lenient = "error", False
-    else:
-        status = "resolved" if report["resolved"] else "unresolved"
-        ignore = frozenset(known)
-        lenient = report["resolved"] or (
-            bool(ignore)
-            and grade_log(inst, run.plan, patch, str(logs / "test_output.txt"), ignore)["resolved"]
-        )
-    row = {
-        "instance_id": inst.instance_id,
-        "status": status,
-        "resolved": bool(report.get("resolved")),
+    # A fail-to-pass test that fails here with the gold patch decides the instance and cannot be run
+    # here: without it there is no verdict, so the instance is undecidable here, never resolved.
+    undecidable = not report["resolved"] and (
+        ALL_TESTS in known or any(t in known for t in inst.fail_to_pass)
+    )
+    lenient = report["resolved"] or (
+        bool(known)
+        and not undecidable
+        and grade_log(inst, run.plan, patch, str(logs / "test_output.txt"), frozenset(known))["resolved"]
+    )
+    return {
+        **row,
+        "status": "resolved" if report["resolved"] else "unresolved",
+        "resolved": bool(report["resolved"]),
         "resolved_without_env_failures": bool(lenient),
+        "undecidable": undecidable,
         "env_failures": known,
-        "plan": run.plan.source,
-        "tests_status": tests,
     }
-    return row
 
 
 def evaluate_local(
@@ -285,6 +328,8 @@ def evaluate_local(
         "error_ids": ids(lambda r: r["status"] == "error"),
         "env_failure_ids": sorted(found),
         "resolved_without_env_failures_ids": ids(lambda r: r.get("resolved_without_env_failures", False)),
+        "undecidable_instances": len(ids(lambda r: r.get("undecidable", False))),
+        "undecidable_ids": ids(lambda r: r.get("undecidable", False)),
         "instances": {r["instance_id"]: r for r in rows},
     }
     (out_dir / "report.json").write_text(

@@ -130,9 +130,12 @@ def eval_plan(instance: Instance) -> EvalPlan:
     resets = [line[len(reset) :].split() for line in lines[: starts[0]] if line.startswith(reset)]
     if not parser:
         raise UserError(f"{instance.instance_id}: eval_script given without a log_parser column")
+    # The variables the script sets for the tests (django's locale) are part of the test command: the
+    # tests see those and nothing else of ours.
+    exports = [line for line in lines[: starts[0]] if line.startswith("export ")]
     return EvalPlan(
         tuple(resets[-1]) if resets else (),
-        "\n".join(lines[starts[0] + 1 : ends[0]]),
+        "\n".join([*exports, *lines[starts[0] + 1 : ends[0]]]),
         parser,
         eval_type,
         "eval_script",

@@ -139,21 +139,17 @@ def bwrap_command(
 
 
 def _test_env(workdir: Path, bin_dir: Path, installed: bool) -> dict[str, str]:
-    """The whole environment tests see: nothing of ours (tokens, proxies) leaks in.
+    """The whole environment tests see: the harness's, nothing of ours (tokens, proxies, settings).
 
-    `bin_dir` holds `python`/`pytest` of the test environment. Without an install (`installed` False) the
-    code is found through PYTHONPATH: the tree's root and, for a `src/` layout, its `src`.
+    The harness's eval script runs with PATH (the environment first), HOME and what the instance's own
+    script exports; it sets no PYTHONHASHSEED (sympy's tests turn hash randomisation off when it is set)
+    and no locale (Python coerces the C locale to UTF-8 itself). `bin_dir` holds `python`/`pytest` of
+    the test environment. Without an install (`installed` False) the code is found through PYTHONPATH:
+    the tree's root and, for a `src/` layout, its `src`.
     """
-    paths = [str(workdir)] + ([str(workdir / "src")] if (workdir / "src").is_dir() else [])
-    env = {
-        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": "/tmp",
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-    }
+    env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"}
     if not installed:
+        paths = [str(workdir)] + ([str(workdir / "src")] if (workdir / "src").is_dir() else [])
         env["PYTHONPATH"] = ":".join(paths)
     return env
 
@@ -239,6 +235,9 @@ class EvalRun:
     report: dict[str, object]
     statuses: dict[str, str]
     plan: EvalPlan
+    applied: bool
+    """Whether the patch applied (the report's `patch_successfully_applied` also fails for a run
+    without results)."""
 
 
 @dataclass
@@ -254,12 +253,14 @@ class LocalBackend:
     _bwrap: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self.work_root is not None:
+            self.work_root = Path(self.work_root).resolve()
         if self.isolation == "bwrap":
-            from swerl.sandbox.bwrap import isolation_available
+            from swerl.sandbox.bwrap import SandboxUnavailable, isolation_available
 
             problem = isolation_available()
             if problem is not None:
-                raise RuntimeError(
+                raise SandboxUnavailable(
                     f"the local backend runs tests in bubblewrap, which is not usable: {problem}. "
                     "Pass isolation='none' (CLI: --unsafe-no-isolation) to run them unprotected."
                 )
@@ -274,12 +275,7 @@ class LocalBackend:
         scratch = Path(tempfile.mkdtemp(prefix="swerl-tests-", dir=self.work_root))
         try:
             tree = self.repos.checkout(instance.repo, instance.base_commit, scratch / "repo")
-            setup = instance.environment_setup_commit
-            env = self.envs.env_for(
-                instance,
-                tree,
-                (lambda: self.repos.checkout(instance.repo, setup, scratch / "setup")) if setup else None,
-            )
+            env = self.envs.env_for(instance, tree)
             if env.testbed is None:
                 yield env, tree, scratch
                 return
@@ -333,7 +329,7 @@ class LocalBackend:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text(log, encoding="utf-8")
         report = grade_log(instance, plan, patch, str(log_path))
-        return EvalRun(log, report, status_map(instance, plan, str(log_path)), plan)
+        return EvalRun(log, report, status_map(instance, plan, str(log_path)), plan, applied)
 
     def _run(
         self, instance: Instance, env: TestEnv, tree: Path, scratch: Path, script: str
@@ -344,35 +340,73 @@ class LocalBackend:
         and code may call git at import time (versioneer's `_version.py` counts commits, as the harness's
         /testbed, a full clone, allows)."""
         bin_dir = _shims(scratch / "bin", env.python)
+        test_env = _test_env(tree, bin_dir, installed=env.testbed is not None)
+        if self._bwrap is None:
+            return _spawn(self._argv(env, script), tree, test_env, self.timeout_s)
+        mirror = self.repos.bare_path(instance.repo).resolve()
+        # The first line inside the sandbox writes to a pipe of ours: a run that wrote nothing there never
+        # started (a path to bind that is missing, no namespaces), which is the machinery's failure, not a
+        # test log. (bubblewrap's own --info-fd is written before its mounts, so it cannot tell.)
+        read_end, write_end = os.pipe()
+        try:
+            started_line = f"printf started >&{write_end}; exec {write_end}>&-\n"
+            argv = self._argv(env, started_line + script)
+            cmd = bwrap_command(self._bwrap, env.python, tree, argv, test_env, [bin_dir, mirror])
+            code, out, timed_out = _spawn(cmd, tree, None, self.timeout_s, pass_fds=(write_end,))
+            os.close(write_end)
+            write_end = -1
+            os.set_blocking(read_end, False)
+            try:
+                started = os.read(read_end, 64) == b"started"
+            except BlockingIOError:
+                started = False
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
+        if not started:
+            raise SandboxStartError(f"the test sandbox (bubblewrap) did not start: {out.strip()[-500:]}")
+        return code, out, timed_out
+
+    def _argv(self, env: TestEnv, script: str) -> list[str]:
+        """`script` in bash, under the limits when there are some (set inside, see `_LIMITER`)."""
         argv = ["/bin/bash", "-c", script]
         pairs = self.limits.rlimits()
         if pairs:
             argv = [env.python, "-I", "-S", "-c", _LIMITER, json.dumps(pairs), *argv]
-        test_env = _test_env(tree, bin_dir, installed=env.testbed is not None)
-        mirror = self.repos.bare_path(instance.repo).resolve()
-        if self._bwrap is not None:
-            cmd, run_env = (
-                bwrap_command(self._bwrap, env.python, tree, argv, test_env, [bin_dir, mirror]),
-                None,
-            )
-        else:
-            cmd, run_env = argv, test_env
-        proc = subprocess.Popen(
-            cmd,
-            cwd=tree,
-            env=run_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            out, _ = proc.communicate(timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            return -9, out.decode(errors="replace"), True
-        return proc.returncode, out.decode(errors="replace"), False
+        return argv
+
+
+class SandboxStartError(RuntimeError):
+    """bubblewrap could not set up the sandbox: no test ran, which is this machine's failure, not a
+    verdict on the instance."""
+
+
+def _spawn(
+    cmd: Sequence[str],
+    cwd: Path,
+    env: dict[str, str] | None,
+    timeout_s: float,
+    pass_fds: tuple[int, ...] = (),
+) -> tuple[int, str, bool]:
+    """Run `cmd` in its own session: (exit status, output, timed out); a timeout kills the whole group."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        pass_fds=pass_fds,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return -9, out.decode(errors="replace"), True
+    return proc.returncode, out.decode(errors="replace"), False
 
 
 def _limit_note(returncode: int, limits: RunLimits) -> str:

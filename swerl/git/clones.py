@@ -11,6 +11,7 @@ Where mirrors come from: `mirror_dir` (offline: a directory of clones in any usu
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -106,8 +107,9 @@ class RepoCache:
     def __init__(
         self, root: str | Path, *, mirror_dir: str | Path | None = None, offline: bool = False
     ) -> None:
-        self.root = Path(root)
-        self.mirror_dir = Path(mirror_dir) if mirror_dir is not None else None
+        # Absolute once, here: checkouts and sandboxes elsewhere must never see a relative path.
+        self.root = Path(root).resolve()
+        self.mirror_dir = Path(mirror_dir).resolve() if mirror_dir is not None else None
         self.offline = offline
 
     def bare_path(self, repo: str) -> Path:
@@ -139,6 +141,21 @@ class RepoCache:
 
     def ensure(self, repo: str, commit: str) -> Path:
         """The mirror of `repo`, cloned or fetched so that it holds `commit`. Returns its path."""
+        bare = self.bare_path(repo)
+        if self.has_commit(repo, commit):
+            return bare
+        # One preparer per mirror (threads of `--workers N`, other processes): a second clone or fetch
+        # would race the first one's rename and its ref updates.
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / f".{repo_slug(repo)}.lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                return self._prepare(repo, commit)
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _prepare(self, repo: str, commit: str) -> Path:
+        """`ensure`'s clone or fetch, under the mirror's lock (an earlier holder may have done it)."""
         bare = self.bare_path(repo)
         if self.has_commit(repo, commit):
             return bare
