@@ -12,9 +12,9 @@ import math
 from pathlib import Path
 
 import pytest
+from mined_rows import mine_rows
 
 from swerl.cli.main import main
-from swerl.cli.quickstart import build_repo
 from swerl.edit_format import canonical_answer
 from swerl.integrations.trl import completion_text, similarity_reward_function, swe_rl_reward
 from swerl.paths import row_files
@@ -26,12 +26,7 @@ trl = pytest.importorskip("trl")
 
 @pytest.fixture(scope="module")
 def mined(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("trl")
-    build_repo(root / "repo", files=4, lines=30, commits=10, seed=1)
-    argv = ["data", "mine", "--local", str(root / "repo"), "--repo-name", "acme/demo", "--quiet"]
-    argv += ["--clones", str(root / "clones"), "--out", str(root / "mined"), "--max-extra-files", "0"]
-    assert main([*argv, "--prompt-style", "compact"]) == 0
-    return root / "mined"
+    return mine_rows(tmp_path_factory.mktemp("trl"))
 
 
 def score_with_cli(rows: list[dict], tmp: Path) -> list[float | None]:
