@@ -10,6 +10,7 @@ from pathlib import Path
 from data_pipeline.config import MineConfig
 from swerl.cli.args import (
     existing_dir,
+    existing_path,
     nonnegative_int,
     output_dir,
     positive_int,
@@ -263,7 +264,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         "runs/mined/split/eval.parquet --out runs/verl --split test",
     )
     export.add_argument(
-        "source", type=Path, help="a finished `swerl data mine` output, a .parquet file or folder"
+        "source", type=existing_path, help="a finished `swerl data mine` output, a .parquet file or folder"
     )
     export.add_argument("--format", required=True, choices=("verl",), help="the dataset format")
     export.add_argument("--out", required=True, type=output_dir, help="folder to write SPLIT.parquet into")
@@ -485,8 +486,6 @@ def _run_export(args: argparse.Namespace) -> int:
     from swerl.integrations.verl import export
     from swerl.paths import row_files
 
-    if not args.source.exists():
-        raise UserError(f"{args.source}: no such file or folder")
     dest = args.out / f"{args.split}.parquet"
     if dest.exists() and not args.overwrite:
         raise UserError(f"{dest} exists; pass --overwrite to replace it")
