@@ -1,8 +1,9 @@
 """Check: swerl's export and reward inside verl's own classes, on a real mining run. Runs in verl's
 environment (verl installed, swerl installed beside it; see docs/integrations.md), on CPU.
 
-1. verl's `RLHFDataset` reads `swerl data export --format verl` output (with a tokenizer that has a
-   chat template: without one verl drops every row, printing a traceback per row) and keeps every row.
+1. verl's `RLHFDataset` reads `swerl data export --format verl` output (of MINED_RUN or a split of
+   it; with a tokenizer that has a chat template: without one verl drops every row, printing a
+   traceback per row) and keeps every row.
 2. For each row, 8 answers of varying quality (bench/reward.py's groups: exact, near misses, over-edits,
    one file only, wrong fixes elsewhere, two malformed) are tokenized, packed into a `DataProto` and
    scored by verl's `NaiveRewardManager` with `compute_score` loaded the way verl loads a custom reward
@@ -67,7 +68,8 @@ def main() -> None:
         )
         dataset = RLHFDataset(str(args.exported), tokenizer, config)
         items = [dataset[i] for i in range(len(dataset))]
-    print(f"verl RLHFDataset: {len(dataset)} of {len(rows)} exported rows kept")
+    exported = pq.read_metadata(args.exported).num_rows
+    print(f"verl RLHFDataset: {len(dataset)} of {exported} exported rows kept")
     by_id = {row["instance_id"]: row for row in rows}
 
     verl_config = OmegaConf.create(
@@ -122,7 +124,7 @@ def main() -> None:
     print(f"mismatches against swerl.reward.similarity_reward: {mismatches}")
     print(f"answers whose tokenize/decode changed the text: {roundtrip}")
     print("kinds: " + json.dumps(dict(sorted(kinds.items()))))
-    sys.exit(1 if mismatches or len(dataset) != len(rows) else 0)
+    sys.exit(1 if mismatches or len(dataset) != exported else 0)
 
 
 if __name__ == "__main__":
