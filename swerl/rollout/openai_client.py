@@ -135,7 +135,7 @@ def parse_plain_choices(response: dict[str, Any], prompt_ids: Sequence[int]) -> 
         text = choice.get("text")
         if not isinstance(text, str):
             raise CompletionServerError("the server answered a choice without text")
-        out.append(Completion(list(prompt_ids), [], [], reason, text, {"token_ids": False}))
+        out.append(Completion(list(prompt_ids), [], [], reason, text))
     if not out:
         raise CompletionServerError("the server answered no choices")
     return out
