@@ -2,7 +2,8 @@
 
 verl's reward managers call `compute_score(data_source, solution_str, ground_truth, extra_info)` per
 answer, with `ground_truth` taken from the dataset's `reward_model.ground_truth`. Point verl at this file:
-`reward.custom_reward_function.path=<this file> reward.custom_reward_function.name=compute_score`.
+`reward.custom_reward_function.path=pkg://swerl.integrations.verl` (or this file's path) and
+`reward.custom_reward_function.name=compute_score`.
 
 The ground truth is a JSON string holding `code_context` and `oracle_new_content` (path -> content, in
 prompt order): a string survives every way verl reads its Parquet (datasets, pandas, numpy object
