@@ -3,7 +3,8 @@
 Each stage reads the previous stage's JSONL and appends one row per instance to its own, so a run is
 resumable at instance granularity: finished ids are skipped, and an instance whose stage failed
 (`stage_error` in its row) is retried on the next run. An unexpected exception inside one instance is
-recorded in its row and the run goes on; only setup errors (no model, no repository cache) stop it.
+recorded in its row and the run goes on; only setup errors (no model, no repository cache) stop it, and
+a model server that refused every instance of a stage: that is one setup error, not N instance errors.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from swerl.errors import UserError
 from swerl.execution.base import ExecutionBackend
 from swerl.execution.instances import Instance
 from swerl.git.clones import RepoCache
+from swerl.rollout.openai_client import CompletionServerError
 
 STAGES = ("localize_files", "localize_elements", "repair", "rerank", "predictions")
 PREDICTION_KEYS = ("instance_id", "model_name_or_path", "model_patch", "metadata")
@@ -192,17 +194,22 @@ def _run_stage(
     stage = StageFile(stage_path(out_dir, name))
     pending = _pending(instances, stage)
     ctx.log(f"[{name}] {len(instances) - len(pending)} done, {len(pending)} to go")
+    refusals: list[CompletionServerError] = []
     for inst in pending:
         try:
             row = {"instance_id": inst.instance_id, **work(inst)}
         except Exception as err:  # one instance must not stop the run; the row says what happened
             ctx.log(f"[{name}] {inst.instance_id}: {type(err).__name__}: {err}")
+            if isinstance(err, CompletionServerError):
+                refusals.append(err)
             row = {
                 "instance_id": inst.instance_id,
                 "stage_error": f"{type(err).__name__}: {err}",
                 "traceback": traceback.format_exc(limit=8),
             }
         stage.append(row)
+    if pending and len(refusals) == len(pending):  # the rows are retried by the next run
+        raise UserError(f"{name}: the model server failed every instance ({len(pending)}): {refusals[0]}")
 
 
 def _sample_text(ctx: Context, messages: list[dict[str, str]], cfg: RunConfig) -> tuple[str, str | None]:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 from fake_http import JsonPostServer
 
+from swerl.errors import UserError
 from swerl.rollout import RolloutEngine, SamplingParams
 from swerl.rollout.openai_client import (
     CompletionServerError,
     OpenAIEngine,
     completion_request_body,
+    detect_protocol,
     parse_completion_response,
 )
 
@@ -24,6 +26,7 @@ class FakeServer(JsonPostServer):
     def __init__(self):
         super().__init__(self.answer)
         self.style = "token_ids"
+        self.gets["/v1/models"] = {"object": "list", "data": [{"id": "tiny", "owned_by": "vllm"}]}
 
     def answer(self, body):
         choices = []
@@ -127,3 +130,84 @@ def test_request_body_defaults_and_parse_errors():
         parse_completion_response(aborted, [[1]], 1)
     with pytest.raises(NotImplementedError):
         OpenAIEngine("http://x/v1", "m").sync_weights(object())
+
+
+class PlainServer(JsonPostServer):
+    """Answers like `transformers serve`: a string prompt only, unknown fields refused with 422, `n` ignored
+    (one choice per request), the text "<prompt>|<seed>" so the test sees what was asked."""
+
+    KNOWN = frozenset({"model", "prompt", "max_tokens", "temperature", "top_p", "stream", "n", "seed"})
+
+    def __init__(self):
+        super().__init__(self.answer)
+        self.gets["/v1/models"] = {"object": "list", "data": [{"id": "tiny", "owned_by": "huggingface"}]}
+
+    def answer(self, body):
+        unknown = set(body) - self.KNOWN
+        if unknown or not isinstance(body["prompt"], str):
+            raise AssertionError(f"a plain client sent {sorted(unknown)} / {body['prompt']!r}")
+        text = f"{body['prompt']}|{body.get('seed')}"
+        return {
+            "object": "text_completion",
+            "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
+        }
+
+
+class CharTokenizer:
+    """Ids are code points: enough to check the prompt goes out as the decoded text."""
+
+    def decode(self, ids, skip_special_tokens=False):
+        assert skip_special_tokens is False  # the chat template's special tokens are part of the prompt
+        return "".join(map(chr, ids))
+
+
+@pytest.fixture
+def plain():
+    s = PlainServer()
+    yield s
+    s.close()
+
+
+def test_plain_server_gets_text_prompts_and_repeated_requests_for_n(plain):
+    engine = OpenAIEngine(plain.base_url, "tiny", tokenizer=CharTokenizer(), backoff=0.01)
+    groups = engine.generate([[104, 105], [111]], SamplingParams(n=3, temperature=0.7, seed=5))
+    assert engine.protocol == "openai" and plain.got[0] == "/v1/models"
+    assert [c.text for c in groups[0]] == ["hi|5", "hi|6", "hi|7"]  # the server ignored n: asked again
+    assert [c.text for c in groups[1]] == ["o|5", "o|6", "o|7"]
+    c = groups[0][0]
+    assert (
+        c.token_ids == [] and c.logprobs == [] and c.prompt_ids == [104, 105] and c.finish_reason == "length"
+    )
+    assert plain.requests[0]["body"]["n"] == 3 and "n" not in plain.requests[-1]["body"]
+    with pytest.raises(CompletionServerError, match="vLLM extensions"):
+        engine.generate([[104]], SamplingParams(top_k=4))
+
+
+def test_training_refuses_a_server_without_token_ids(plain):
+    engine = OpenAIEngine(plain.base_url, "tiny", tokenizer=CharTokenizer(), require_token_ids=True)
+    with pytest.raises(CompletionServerError, match=r"not a vLLM server.*token ids"):
+        engine.generate([[104]], SamplingParams())
+    assert plain.requests == []  # refused before sampling anything
+    with pytest.raises(UserError, match="pass a tokenizer"):
+        OpenAIEngine(plain.base_url, "tiny").generate([[104]], SamplingParams())
+
+
+def test_vllm_is_detected_by_its_version_route_too(server):
+    server.gets = {"/version": {"version": "0.33.0"}}  # /v1/models missing: a proxy that hides it
+    assert detect_protocol(server.base_url, backoff=0.01) == "vllm"
+    server.gets = {}
+    assert detect_protocol(server.base_url, backoff=0.01) == "openai"
+
+
+def test_forced_vllm_protocol_on_a_plain_server_says_what_to_do():
+    refusing = JsonPostServer(
+        lambda body: {}, failure=lambda auth: {"detail": "Unexpected fields: {'return_token_ids'}"}
+    )
+    refusing.failures = [422]
+    try:
+        engine = OpenAIEngine(refusing.base_url, "tiny", protocol="vllm")
+        with pytest.raises(CompletionServerError, match=r"HTTP 422.*not vLLM; use protocol 'openai'"):
+            engine.generate([[1]], SamplingParams())
+        assert refusing.got == []  # a protocol given is not asked again
+    finally:
+        refusing.close()

@@ -59,7 +59,15 @@ def _add_model_options(parser: argparse.ArgumentParser, required: bool) -> None:
         "served model's name",
     )
     group.add_argument(
-        "--openai-base-url", help="sample from an OpenAI-compatible completions server (e.g. vllm serve)"
+        "--openai-base-url",
+        help="sample from an OpenAI-compatible completions server (vllm serve, transformers serve, ...)",
+    )
+    group.add_argument(
+        "--openai-protocol",
+        choices=["auto", "vllm", "openai"],
+        default="auto",
+        help="vllm: token ids in and out (vLLM's extensions); openai: text only, the plain API any "
+        "server takes; auto (default): ask the server which it is",
     )
     group.add_argument("--tokenizer", help="tokenizer to render prompts with (default: --model)")
     group.add_argument("--dtype", default=None, help="model dtype for transformers (e.g. bfloat16)")
@@ -393,7 +401,9 @@ def _sampler(args: argparse.Namespace) -> Any:
         from swerl.rollout.openai_client import OpenAIEngine
 
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
-        engine = OpenAIEngine(args.openai_base_url, args.model)
+        engine = OpenAIEngine(
+            args.openai_base_url, args.model, protocol=args.openai_protocol, tokenizer=tokenizer
+        )
     else:
         from swerl.models.loading import load_model_and_tokenizer
         from swerl.rollout.hf import HFEngine

@@ -10,6 +10,7 @@ from pathlib import Path
 from data_pipeline.config import MineConfig
 from swerl.cli.args import (
     existing_dir,
+    existing_path,
     nonnegative_int,
     output_dir,
     positive_int,
@@ -250,6 +251,32 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     split.set_defaults(run=_run_split)
 
+    export = commands.add_parser(
+        "export",
+        help="write mined rows in another trainer's dataset format (verl)",
+        description="Write the rows of a finished mining run, a .parquet file of rows (such as `swerl "
+        "data split`'s train.parquet or eval.parquet) or a folder of them as verl's RL dataset, "
+        "OUT/SPLIT.parquet: prompt (chat messages), data_source, ability, reward_model (style, "
+        "ground_truth) and extra_info, scored in verl by swerl.integrations.verl.compute_score (see "
+        "docs/integrations.md).",
+        epilog="example: swerl data split runs/mined && swerl data export --format verl "
+        "runs/mined/split/train.parquet --out runs/verl && swerl data export --format verl "
+        "runs/mined/split/eval.parquet --out runs/verl --split test",
+    )
+    export.add_argument(
+        "source", type=existing_path, help="a finished `swerl data mine` output, a .parquet file or folder"
+    )
+    export.add_argument("--format", required=True, choices=("verl",), help="the dataset format")
+    export.add_argument("--out", required=True, type=output_dir, help="folder to write SPLIT.parquet into")
+    export.add_argument(
+        "--split",
+        type=split_name,
+        default="train",
+        help="the file's name and extra_info.split (default train)",
+    )
+    export.add_argument("--overwrite", action="store_true", help="replace an existing OUT/SPLIT.parquet")
+    export.set_defaults(run=_run_export)
+
 
 def _config(args: argparse.Namespace):
     from data_pipeline.config import ContextConfig, FilterConfig, MineConfig
@@ -443,6 +470,25 @@ def _run_stats(args: argparse.Namespace) -> int:
     print(report.text())
     for path in write_histograms(args.dir, args.plots or args.dir / "stats"):
         print(f"wrote {path}")
+    return 0
+
+
+def split_name(value: str) -> str:
+    """--split: a plain file name stem (train, test, val), never a path."""
+    if not value or not value.replace("-", "").replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(f"expected a name of letters, digits, - and _, got {value!r}")
+    return value
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from swerl.integrations.verl import export
+    from swerl.paths import row_files
+
+    dest = args.out / f"{args.split}.parquet"
+    if dest.exists() and not args.overwrite:
+        raise UserError(f"{dest} exists; pass --overwrite to replace it")
+    rows = export(row_files(args.source), dest, args.split)
+    print(f"{dest}: {rows} rows (verl RL dataset, split {args.split})", file=sys.stderr)
     return 0
 
 

@@ -67,6 +67,8 @@ class Completion:
     `logprobs[i]` is the sampler's log-prob of `token_ids[i]`; see each engine for which distribution
     (the transformers engine: log-softmax of logits / temperature, before top-k/top-p).
     `text` is the decoded completion without the stop token and special tokens, ready for the reward.
+    A server that returns text only (a plain OpenAI one, see `OpenAIEngine`) leaves `token_ids` and
+    `logprobs` empty: such completions serve evaluation, never training.
     """
 
     prompt_ids: list[int]

@@ -1,12 +1,22 @@
-"""`RolloutEngine` over an OpenAI-compatible completions server (`vllm serve`, SGLang, TGI, ...).
+"""`RolloutEngine` over an OpenAI-compatible completions server (`vllm serve`, SGLang, `transformers serve`,
+OpenAI's own API, ...).
 
-For evaluation and serving against a model that runs elsewhere. Prompts go out as token ids (the
-completions endpoint accepts `prompt: list[int]` or a list of those), and sampled ids come back as ids:
-vLLM returns them with `return_token_ids: true` (`choices[i].token_ids`), older vLLM with
-`return_tokens_as_token_ids: true` (logprob tokens spelled `token_id:123`). Both are requested; a
-server that returns neither is refused rather than re-tokenized. Log-probs are `logprobs.token_logprobs`
-(`logprobs: 0` asks for the sampled token's only); which distribution they describe is the server's
-choice (vLLM: `--logprobs-mode`, by default the raw logits before temperature).
+For evaluation and serving against a model that runs elsewhere. Two protocols, because only vLLM gives
+back what training needs:
+
+- "vllm": prompts go out as token ids (`prompt: list[int]` or a list of those), and sampled ids come
+  back as ids: vLLM returns them with `return_token_ids: true` (`choices[i].token_ids`), older vLLM with
+  `return_tokens_as_token_ids: true` (logprob tokens spelled `token_id:123`). Both are requested; a
+  server that returns neither is refused rather than re-tokenized. Log-probs are `logprobs.token_logprobs`
+  (`logprobs: 0` asks for the sampled token's only); which distribution they describe is the server's
+  choice (vLLM: `--logprobs-mode`, by default the raw logits before temperature).
+- "openai": the plain OpenAI completions API, which every compatible server takes and which refuses
+  unknown fields (OpenAI, `transformers serve`: HTTP 422). Prompts go out as text (the ids decoded with
+  the model's tokenizer, special tokens kept), one prompt per request because some servers take no list,
+  and only text comes back: `Completion.token_ids` and `logprobs` are empty. Good for evaluation
+  (Agentless needs text), not for training, which asks for `require_token_ids` and is refused here.
+
+"auto" (the default) asks the server once which it is (`detect_protocol`).
 
 Standard library only (urllib + threads): requests go out in chunks of `prompts_per_request`, a few at a
 time, and connection errors, 429 and 5xx answers are retried with exponential backoff; other 4xx
@@ -25,12 +35,17 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from swerl.errors import UserError
 from swerl.rollout.base import Completion, FinishReason, SamplingParams
 
 _TOKEN_ID_PREFIX = "token_id:"
+
+Protocol = Literal["auto", "vllm", "openai"]
+PROTOCOLS: tuple[str, ...] = ("auto", "vllm", "openai")
+# The request fields only vLLM knows; a server that names one of them in a refusal is not vLLM.
+_VLLM_FIELDS = ("return_token_ids", "return_tokens_as_token_ids", "skip_special_tokens")
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -77,6 +92,55 @@ def completion_request_body(
     return body
 
 
+def plain_completion_request_body(
+    model: str,
+    prompt: str,
+    params: SamplingParams,
+    n: int,
+    seed: int | None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The body for `POST /completions` in the plain OpenAI API: one text prompt, fields OpenAI documents.
+
+    vLLM's `top_k` and `stop_token_ids` have no plain equivalent and are refused rather than dropped,
+    since dropping them would sample from another distribution than the caller asked for.
+    """
+    if params.top_k > 0 or params.stop_token_ids:
+        raise CompletionServerError(
+            "top_k and stop_token_ids are vLLM extensions; this server speaks the plain OpenAI API"
+        )
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": params.max_new_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "stream": False,
+    }
+    if n > 1:
+        body["n"] = n
+    if seed is not None:
+        body["seed"] = seed
+    body.update(extra or {})
+    return body
+
+
+def parse_plain_choices(response: dict[str, Any], prompt_ids: Sequence[int]) -> list[Completion]:
+    """Text-only completions from a plain OpenAI answer, in `index` order (token ids and log-probs empty)."""
+    out = []
+    for choice in sorted(response.get("choices") or [], key=lambda c: c.get("index", 0)):
+        reason = choice.get("finish_reason")
+        if reason not in ("stop", "length"):
+            raise CompletionServerError(f"unexpected finish_reason {reason!r}")
+        text = choice.get("text")
+        if not isinstance(text, str):
+            raise CompletionServerError("the server answered a choice without text")
+        out.append(Completion(list(prompt_ids), [], [], reason, text))
+    if not out:
+        raise CompletionServerError("the server answered no choices")
+    return out
+
+
 def _choice_token_ids(choice: dict[str, Any]) -> list[int]:
     if choice.get("token_ids") is not None:
         return [int(t) for t in choice["token_ids"]]
@@ -121,7 +185,7 @@ def parse_completion_response(
 
 def post_json(
     url: str,
-    body: dict[str, Any],
+    body: dict[str, Any] | None,
     *,
     api_key: str | None = None,
     timeout: float = 600.0,
@@ -129,7 +193,8 @@ def post_json(
     backoff: float = 0.5,
     max_backoff: float = 30.0,
 ) -> dict[str, Any]:
-    """POST `body` as JSON and return the decoded answer, retrying what a busy or restarting server causes.
+    """POST `body` as JSON (GET when it is None) and return the decoded answer, retrying what a busy or
+    restarting server causes.
 
     Connection errors, timeouts, 429 and 5xx are retried up to `max_retries` times, waiting `backoff`
     seconds doubled on each retry (at most `max_backoff`); any other 4xx is the caller's mistake (a wrong
@@ -137,13 +202,14 @@ def post_json(
     `CompletionServerError` whose message names the URL, the attempts and what the server said, with
     `api_key` replaced by `***`: a server or proxy may echo request headers in its error page.
     """
-    data = json.dumps(body).encode("utf-8")
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    method = "GET" if data is None else "POST"
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     attempt = 0
     while True:
-        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 payload = response.read()
@@ -155,11 +221,13 @@ def post_json(
             detail = exc.read().decode("utf-8", "replace")[:2000]
             retriable = exc.code == 429 or exc.code >= 500
             if not retriable or attempt >= max_retries:
-                message = f"POST {url} failed with HTTP {exc.code} after {attempt + 1} attempt(s): {detail}"
+                message = (
+                    f"{method} {url} failed with HTTP {exc.code} after {attempt + 1} attempt(s): {detail}"
+                )
                 raise CompletionServerError(_scrub(message, api_key), status=exc.code) from exc
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             if attempt >= max_retries:
-                message = f"POST {url} failed after {attempt + 1} attempt(s): {exc}"
+                message = f"{method} {url} failed after {attempt + 1} attempt(s): {exc}"
                 raise CompletionServerError(_scrub(message, api_key)) from exc
         time.sleep(min(max_backoff, backoff * 2**attempt))
         attempt += 1
@@ -186,6 +254,32 @@ def map_in_threads(fn: Callable[[_T], _R], items: Sequence[_T], max_concurrency:
             for future in futures:
                 future.cancel()
             raise
+
+
+def detect_protocol(base_url: str, **retry: Any) -> Literal["vllm", "openai"]:
+    """ "vllm" when the server at `base_url` (e.g. `http://h:8000/v1`) is vLLM, else "openai".
+
+    vLLM says so in two places other servers lack: `GET /v1/models` lists its models as `owned_by:
+    "vllm"`, and `GET /version` (at the server's root) answers `{"version": ...}`. A server that cannot be
+    reached raises `CompletionServerError` after `post_json`'s retries (it may still be starting); any
+    HTTP refusal of these reads only means "not vLLM". `retry` is `post_json`'s keyword arguments.
+    """
+    base = base_url.rstrip("/")
+    try:
+        models = post_json(base + "/models", None, **retry)
+    except CompletionServerError as err:
+        if err.status is None:
+            raise
+    else:
+        data = models.get("data") if isinstance(models, dict) else None
+        if any(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in data or []):
+            return "vllm"
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    try:
+        version = post_json(root + "/version", None, **{**retry, "max_retries": 0})
+    except CompletionServerError:
+        return "openai"
+    return "vllm" if isinstance(version, dict) and "version" in version else "openai"
 
 
 class _JsonClient:
@@ -222,8 +316,12 @@ class _JsonClient:
 class OpenAIEngine(_JsonClient):
     """Samples from a completions server; `base_url` ends before `/completions` (e.g. `http://h:8000/v1`).
 
-    Requests hold up to `prompts_per_request` prompts, at most `max_concurrency` in flight. A fixed
-    `SamplingParams.seed` is sent unchanged with every request (vLLM then seeds each prompt with it).
+    `protocol` is "vllm" (token ids in and out), "openai" (text in and out; needs `tokenizer` to turn
+    the prompt ids into text) or "auto": asked of the server at the first `generate`. With
+    `require_token_ids` (training: the trainer scores the exact sampled ids) a server that is not vLLM
+    is refused with that reason before any sampling. Requests hold up to `prompts_per_request` prompts
+    (one in the plain protocol), at most `max_concurrency` in flight. A fixed `SamplingParams.seed` is
+    sent unchanged with every request (vLLM then seeds each prompt with it).
     """
 
     def __init__(
@@ -239,16 +337,49 @@ class OpenAIEngine(_JsonClient):
         prompts_per_request: int = 16,
         max_concurrency: int = 4,
         extra_body: dict[str, Any] | None = None,
+        protocol: Protocol = "auto",
+        tokenizer: Any = None,
+        require_token_ids: bool = False,
     ) -> None:
-        url = base_url.rstrip("/") + "/completions"
-        super().__init__(url, api_key, timeout, max_retries, backoff, max_backoff)
+        if protocol not in PROTOCOLS:
+            raise UserError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+        self.base_url = base_url.rstrip("/")
+        super().__init__(self.base_url + "/completions", api_key, timeout, max_retries, backoff, max_backoff)
         self.model = model
         self.prompts_per_request = max(1, prompts_per_request)
         self.max_concurrency = max(1, max_concurrency)
         self.extra_body = dict(extra_body or {})
+        self.protocol: Protocol = protocol
+        self.tokenizer = tokenizer
+        self.require_token_ids = require_token_ids
+
+    def resolved_protocol(self) -> Literal["vllm", "openai"]:
+        """The protocol in use, asking the server once when it is "auto"; refuses what cannot work."""
+        if self.protocol == "auto":
+            retry = {
+                "api_key": self.api_key,
+                "timeout": min(self.timeout, 30.0),
+                "max_retries": self.max_retries,
+            }
+            self.protocol = detect_protocol(self.base_url, **retry, backoff=self.backoff)
+        if self.protocol == "openai" and self.require_token_ids:
+            raise CompletionServerError(
+                f"{self.base_url} is not a vLLM server: sampling for training needs the sampled token ids, "
+                "which only vLLM's return_token_ids extension returns (serve the model with vllm serve, "
+                "or pass protocol 'vllm' if it is vLLM behind a proxy)"
+            )
+        if self.protocol == "openai" and self.tokenizer is None:
+            raise UserError(
+                f"{self.base_url} speaks the plain OpenAI API, which takes text: pass a tokenizer"
+            )
+        return self.protocol
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[list[Completion]]:
         """`params.n` completions per prompt, grouped and in input order, however the requests were split."""
+        if self.resolved_protocol() == "openai":
+            return map_in_threads(
+                lambda p: self._generate_plain(p, params), list(prompts), self.max_concurrency
+            )
         chunks = [
             list(prompts[i : i + self.prompts_per_request])
             for i in range(0, len(prompts), self.prompts_per_request)
@@ -256,10 +387,32 @@ class OpenAIEngine(_JsonClient):
 
         def run(chunk: list[Sequence[int]]) -> list[list[Completion]]:
             body = completion_request_body(self.model, chunk, params, self.extra_body)
-            return parse_completion_response(self._post(body), chunk, params.n)
+            try:
+                return parse_completion_response(self._post(body), chunk, params.n)
+            except CompletionServerError as err:
+                if err.status in (400, 422) and any(f in str(err) for f in _VLLM_FIELDS):
+                    raise CompletionServerError(
+                        f"{err} (this server refuses vLLM's extensions: it is not vLLM; use protocol "
+                        "'openai' for text-only sampling)",
+                        status=err.status,
+                    ) from err
+                raise
 
         results = map_in_threads(run, chunks, self.max_concurrency)
         return [group for chunk_groups in results for group in chunk_groups]
+
+    def _generate_plain(self, prompt_ids: Sequence[int], params: SamplingParams) -> list[Completion]:
+        """`params.n` text completions of one prompt. Servers that ignore `n` (`transformers serve`) answer
+        one choice: the rest are asked for again, each with the next seed so that they differ."""
+        text = self.tokenizer.decode(list(prompt_ids), skip_special_tokens=False)
+        out: list[Completion] = []
+        while len(out) < params.n:
+            seed = None if params.seed is None else params.seed + len(out)
+            body = plain_completion_request_body(
+                self.model, text, params, params.n - len(out), seed, self.extra_body
+            )
+            out += parse_plain_choices(self._post(body), prompt_ids)
+        return out[: params.n]
 
     def sync_weights(self, model: object) -> None:
         """Not possible over the OpenAI API: the served weights belong to the server process."""
