@@ -1,0 +1,268 @@
+"""The execution reward on a real git repository, judged by the local harness (offline, real pytest runs).
+
+The repository is stdlib-only, so its tests run in the shared interpreter through PYTHONPATH; a later
+commit on another branch holds the fix, as a mined repository's history does. Each hack of an answer
+that changes how the tests run instead of the code scores 0.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from swerl.edit_format import build_git_patch
+from swerl.execution.envs import EnvManager
+from swerl.execution.instances import Instance
+from swerl.execution.local import LocalBackend
+from swerl.git.clones import RepoCache
+from swerl.reward.execution import (
+    ExecutionReward,
+    answer_patch,
+    drop_guarded,
+    guarded_path,
+    not_executable,
+    row_instance,
+)
+from swerl.sandbox.bwrap import isolation_available
+from swerl.synth_repo import git
+
+pytest.importorskip("swebench")
+ISOLATION = "bwrap" if isolation_available() is None else "none"
+
+OPS = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+FIXED = OPS.replace("return a - b\n\n\ndef sub", "return a + b\n\n\ndef sub")
+TESTS = "from calc.ops import add, sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n"
+NEW_TESTS = (
+    TESTS
+    + "\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_add_neg():\n    assert add(-1, 1) == 0\n"
+)
+HALF = OPS.replace("return a - b\n\n\ndef sub", "return a * b\n\n\ndef sub")  # right for 2 + 2 only
+BASE = {"calc/__init__.py": "", "calc/ops.py": OPS, "tests/test_ops.py": TESTS}
+READ_FIX = """import subprocess
+
+def _git(*args):
+    return subprocess.run(["git", *args], capture_output=True, text=True).stdout
+
+for _rev in _git("rev-list", "--all").split():
+    _src = _git("show", _rev + ":calc/ops.py")
+    if "return a " + "+ b" in _src:
+        break
+exec(_src)
+"""
+PLUGIN = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+)
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExecutionReward, Instance]:
+    root = tmp_path_factory.mktemp("exec")
+    repo = root / "clones" / "acme__calc"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    _write(repo, BASE)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "-b", "fix")  # the fix lies in the history, as in any mined repository
+    _write(repo, {"calc/ops.py": FIXED, "tests/test_ops.py": NEW_TESTS})
+    git(repo, "commit", "-qam", "fix add")
+    git(repo, "checkout", "-q", "main")
+    instance = Instance(
+        "acme__calc-1",
+        "acme/calc",
+        base,
+        "add subtracts",
+        patch=build_git_patch({"calc/ops.py": OPS}, {"calc/ops.py": FIXED}),
+        test_patch=build_git_patch({"tests/test_ops.py": TESTS}, {"tests/test_ops.py": NEW_TESTS}),
+        fail_to_pass=("tests/test_ops.py::test_add", "tests/test_ops.py::test_add_neg"),
+        pass_to_pass=("tests/test_ops.py::test_sub",),
+        version="1.0",
+    )
+    repos = RepoCache(root / "repos", mirror_dir=root / "clones", offline=True)
+    backend = LocalBackend(repos, EnvManager(root / "envs"), isolation=ISOLATION, timeout_s=120)
+    return ExecutionReward(backend), instance
+
+
+def _patch(files: dict[str, str]) -> str:
+    """A diff from the base tree to `files` (each new or replacing the base's content)."""
+    return build_git_patch({p: BASE[p] for p in files if p in BASE}, files)
+
+
+def test_gold_resolves_empty_does_not_and_a_bad_patch_scores_zero(
+    setup: tuple[ExecutionReward, Instance],
+) -> None:
+    reward, inst = setup
+    gold = reward.score_patch(inst, inst.patch)
+    assert (gold.reward, gold.kind, gold.fail_to_pass) == (1.0, "resolved", (2, 2))
+    empty = reward.score_patch(inst, "")
+    assert (empty.reward, empty.kind, empty.error) == (0.0, "unresolved", "empty_patch")
+    wrong = reward.score_patch(inst, _patch({"calc/ops.py": HALF}))
+    assert (wrong.reward, wrong.kind, wrong.fail_to_pass) == (0.0, "unresolved", (1, 2))
+    stale = build_git_patch({"calc/ops.py": "something else\n"}, {"calc/ops.py": "x\n"})
+    assert reward.score_patch(inst, stale).error == "patch_does_not_apply"
+    assert reward.score_patch(inst, "not a diff").error == "patch_does_not_apply"
+
+
+def test_shaping_rewards_the_share_of_fail_to_pass_unless_a_pass_to_pass_test_breaks(
+    setup: tuple[ExecutionReward, Instance],
+) -> None:
+    reward, inst = setup
+    shaped = ExecutionReward(reward.backend, shaping="fail_to_pass")
+    assert shaped.score_patch(inst, _patch({"calc/ops.py": HALF})).reward == 0.5
+    broken = _patch({"calc/ops.py": HALF.replace("return a - b", "return 0")})
+    assert shaped.score_patch(inst, broken).reward == 0.0  # test_sub fails: no partial credit
+
+
+def test_a_search_replace_answer_becomes_a_patch_against_the_base_tree(
+    setup: tuple[ExecutionReward, Instance],
+) -> None:
+    reward, inst = setup
+    answer = (
+        "<think>add must add</think>\n<solution>\n```python\n### calc/ops.py\n<<<<<<< SEARCH\n"
+        "def add(a, b):\n    return a - b\n=======\ndef add(a, b):\n    return a + b\n>>>>>>> REPLACE\n```\n"
+        "</solution>"
+    )
+    read = lambda path: reward.backend.repos.read_file(inst.repo, inst.base_commit, path)  # noqa: E731
+    patch, error = answer_patch({"output": answer}, {}, read)  # no context: the files come from the tree
+    assert error is None and patch is not None
+    assert reward.score_patch(inst, patch).reward == 1.0
+    none, error = answer_patch({"output": "no tags"}, {}, read)
+    assert none is None and error is not None and error.kind.value == "tag_count"
+    group = reward.score_group(inst, [patch, error, patch.replace("\n", "  \n"), ""])
+    assert [r.reward for r in group] == [1.0, -1.0, 1.0, 0.0]
+    assert group[1].kind == "malformed"
+
+
+def test_identical_patches_of_a_group_run_once(setup: tuple[ExecutionReward, Instance]) -> None:
+    reward, inst = setup
+    calls: list[str] = []
+
+    class Counting:
+        def __init__(self, inner: LocalBackend) -> None:
+            self.inner, self.repos = inner, inner.repos
+
+        def evaluate(self, *args: object) -> object:
+            calls.append("x")
+            return self.inner.evaluate(*args)  # type: ignore[arg-type]
+
+    counting = ExecutionReward(Counting(reward.backend), workers=2)  # type: ignore[arg-type]
+    results = counting.score_group(inst, [inst.patch] * 3 + [inst.patch.replace("index ", "index 0")] + [""])
+    assert [r.reward for r in results] == [1.0, 1.0, 1.0, 1.0, 0.0] and len(calls) == 1
+
+
+def test_rows_that_cannot_be_executed_are_named() -> None:
+    assert not_executable(row_instance({"instance_id": "x", "output": ""}))[0] == "no_instance"  # type: ignore[index]
+    row = {"instance_id": "a-1", "repo": "a/b", "base_commit": "0" * 40, "FAIL_TO_PASS": "[]"}
+    assert not_executable(row_instance(row))[0] == "no_fail_to_pass"  # type: ignore[index]
+    row["FAIL_TO_PASS"] = json.dumps(["t.py::test_x"])
+    assert not_executable(row_instance(row))[0] == "no_test_patch"  # type: ignore[index]
+
+
+def test_an_unknown_repository_is_not_executable_and_a_raising_harness_is_an_infra_error(
+    setup: tuple[ExecutionReward, Instance],
+) -> None:
+    reward, inst = setup
+    gone = Instance(
+        "acme__gone-1", "acme/gone", "0" * 40, "x", test_patch=inst.test_patch, fail_to_pass=("t",)
+    )
+    result = reward.score_patch(gone, inst.patch)
+    assert (result.reward, result.kind, result.error) == (None, "not_executable", "unknown_repository")
+    calls: list[int] = []
+
+    class Broken:
+        repos = reward.backend.repos
+
+        def evaluate(self, *args: object) -> object:
+            calls.append(1)
+            raise OSError("the sandbox is gone")
+
+    broken = ExecutionReward(Broken())  # type: ignore[arg-type]
+    result = broken.score_patch(inst, inst.patch)
+    assert (result.reward, result.kind, result.error, result.attempts) == (
+        None,
+        "infra_error",
+        "harness_raised",
+        2,
+    )
+    assert result.message == "OSError: the sandbox is gone" and len(calls) == 2
+
+
+@pytest.mark.parametrize(
+    "hack",
+    [
+        pytest.param(
+            {"tests/test_ops.py": NEW_TESTS.replace("assert add", "assert 1 or add")}, id="test-file"
+        ),
+        pytest.param({"tests/test_more.py": "", "conftest.py": PLUGIN}, id="conftest"),
+        pytest.param(
+            {"calc/plug.py": PLUGIN, "pytest.ini": "[pytest]\naddopts = -p calc.plug\n"}, id="pytest.ini"
+        ),
+        pytest.param({"calc/plug.py": PLUGIN, "tox.ini": "[pytest]\naddopts = -p calc.plug\n"}, id="tox.ini"),
+        pytest.param(
+            {"calc/plug.py": PLUGIN, "setup.cfg": "[tool:pytest]\naddopts = -p calc.plug\n"}, id="setup.cfg"
+        ),
+        pytest.param(
+            {
+                "calc/plug.py": PLUGIN,
+                "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p calc.plug"\n',
+            },
+            id="pyproject",
+        ),
+        pytest.param(
+            {
+                "calc/plug.py": PLUGIN,
+                "sitecustomize.py": "import os\nos.environ['PYTEST_PLUGINS'] = 'calc.plug'\n",
+            },
+            id="sitecustomize",
+        ),
+        pytest.param({"calc/plug.py": PLUGIN, "calc.pth": "import calc.plug\n"}, id="pth"),
+        pytest.param(
+            {
+                "pytest.py": "".join(
+                    f"print('PASSED tests/test_ops.py::{name}')\n"
+                    for name in ("test_add", "test_add_neg", "test_sub")
+                )
+            },
+            id="fake-pytest",
+        ),
+        pytest.param({"calc/__init__.py": "import os\nos._exit(0)\n"}, id="exit-0"),
+        pytest.param(
+            {
+                "calc/ops.py": READ_FIX,
+            },
+            id="read-fix-from-git",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the local backend's tree is a shared clone of the whole mirror: later commits are "
+                "readable by the code under test",
+            ),
+        ),
+    ],
+)
+def test_an_answer_that_changes_how_the_tests_run_scores_zero(
+    setup: tuple[ExecutionReward, Instance], hack: dict[str, str]
+) -> None:
+    reward, inst = setup
+    result = reward.score_patch(inst, _patch(hack))
+    assert (result.reward, result.kind) == (0.0, "unresolved"), result
+
+
+def test_guarded_paths_and_what_is_dropped() -> None:
+    assert guarded_path("src/pkg/conftest.py") and guarded_path("testing/python/raises.py")
+    assert guarded_path("pkg/test_x.py") and guarded_path("a.pth") and guarded_path("setup.cfg")
+    assert not guarded_path("src/_pytest/python.py")  # pytest's own code, edited
+    assert guarded_path("src/_pytest/new.py", added=True) and guarded_path("pytest.py", added=True)
+    assert not guarded_path("calc/ops.py", added=True)
+    patch = _patch({"calc/ops.py": FIXED, "conftest.py": PLUGIN})
+    kept, dropped = drop_guarded(patch)
+    assert dropped == ["conftest.py"] and kept == _patch({"calc/ops.py": FIXED})
