@@ -266,3 +266,46 @@ def test_guarded_paths_and_what_is_dropped() -> None:
     patch = _patch({"calc/ops.py": FIXED, "conftest.py": PLUGIN})
     kept, dropped = drop_guarded(patch)
     assert dropped == ["conftest.py"] and kept == _patch({"calc/ops.py": FIXED})
+
+
+def test_reward_score_hybrid_and_execution_record_the_kind_per_row(
+    setup: tuple[ExecutionReward, Instance], tmp_path: Path
+) -> None:
+    from swerl.cli.main import main
+    from swerl.execution.instances import instance_to_row
+
+    reward, inst = setup
+    swe = instance_to_row(inst)
+    block = "```python\n### a.py\n<<<<<<< SEARCH\nold\n=======\nnew\n>>>>>>> REPLACE\n```\n"
+    answer = f"<think>x</think>\n<solution>\n{block}</solution>"
+    similarity_only = {"instance_id": "mined-1", "output": answer, "code_context": {"a.py": "old\n"}}
+    similarity_only["oracle_new_content"] = {"a.py": "new\n"}
+    rows = [
+        {**swe, "model_patch": inst.patch},
+        {**swe, "model_patch": ""},
+        {**swe, "output": "<think>x</think> no solution"},
+        similarity_only,
+    ]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    common = ["--input", str(src), "--clones", str(reward.backend.repos.mirror_dir), "--offline"]
+    common += ["--cache-dir", str(tmp_path / "cache"), "--quiet"]
+    if ISOLATION == "none":
+        common.append("--unsafe-no-isolation")
+    assert (
+        main(["reward", "score", "--reward", "hybrid", "--output", str(tmp_path / "h.jsonl"), *common]) == 0
+    )
+    scored = [json.loads(line) for line in (tmp_path / "h.jsonl").read_text().splitlines()]
+    assert [(r["reward"], r["reward_kind"]) for r in scored] == [
+        (1.0, "execution"),
+        (0.0, "execution"),
+        (-1.0, "execution"),
+        (1.0, "similarity"),
+    ]
+    assert (
+        main(["reward", "score", "--reward", "execution", "--output", str(tmp_path / "e.jsonl"), *common])
+        == 0
+    )
+    last = json.loads((tmp_path / "e.jsonl").read_text().splitlines()[-1])
+    assert last["reward"] is None and last["reward_info"]["kind"] == "not_executable"
+    assert last["reward_info"]["error"] == "no_instance"
