@@ -309,3 +309,87 @@ def test_reward_score_hybrid_and_execution_record_the_kind_per_row(
     last = json.loads((tmp_path / "e.jsonl").read_text().splitlines()[-1])
     assert last["reward"] is None and last["reward_info"]["kind"] == "not_executable"
     assert last["reward_info"]["error"] == "no_instance"
+
+
+def _grpo_rows(inst: Instance) -> list[dict[str, object]]:
+    """Two executable rows (the repository's instance) and two that only the similarity reward can score."""
+    from swerl.execution.instances import instance_to_row
+
+    executable = {**instance_to_row(inst), "code_context": {"calc/ops.py": OPS}}
+    executable["oracle_new_content"] = {"calc/ops.py": FIXED}
+    rows: list[dict[str, object]] = [executable, {**executable, "instance_id": "acme__calc-2"}]
+    for i in range(2):
+        old = f"def f{i}(x):\n    return x - {i}\n"
+        rows.append(
+            {
+                "instance_id": f"mined-{i}",
+                "problem_statement": f"f{i} should add {i}",
+                "code_context": {"m.py": old},
+                "oracle_new_content": {"m.py": old.replace(" - ", " + ")},
+            }
+        )
+    return rows
+
+
+def test_grpo_with_the_hybrid_reward_logs_both_kinds_and_execution_refuses_rows_without_tests(
+    setup: tuple[ExecutionReward, Instance], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from swerl.cli.main import main
+    from swerl.models.tiny import build_tiny_model
+
+    reward, inst = setup
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _grpo_rows(inst)), encoding="utf-8")
+    config = {
+        "model_name_or_path": str(build_tiny_model(tmp_path / "model", seed=0)),
+        "train_file": str(data),
+        "output_dir": str(tmp_path / "run"),
+        "report_to_tensorboard": False,
+        "num_generations": 2,
+        "prompts_per_step": 4,
+        "max_completion_length": 8,
+        "max_steps": 2,
+        "reward": "hybrid",
+        "execution_workers": 2,
+        "execution_clones": str(reward.backend.repos.mirror_dir),
+        "execution_offline": True,
+        "execution_cache_dir": str(tmp_path / "cache"),
+        "execution_isolation": ISOLATION,
+    }
+    path = tmp_path / "grpo.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    assert main(["train", "grpo", "--config", str(path), "--quiet"]) == 0
+    logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert len(logged) == 2
+    for row in logged:  # every prompt each step: both kinds; the untrained model's answers are malformed
+        assert row["reward/execution"] == -1.0 and row["reward/similarity"] == -1.0
+        assert row["execution/pass_rate"] == 0.0 and row["reward/infra_errors"] == 0.0
+    assert main(["plot", str(tmp_path / "run"), "--metrics", "reward/execution,reward/similarity"]) == 0
+    assert (tmp_path / "run" / "plots" / "reward_execution.png").stat().st_size > 0
+
+    path.write_text(yaml.safe_dump({**config, "reward": "execution", "output_dir": str(tmp_path / "r2")}))
+    assert main(["train", "grpo", "--config", str(path), "--quiet"]) == 1  # before any model loads
+    assert "2 of 4 rows cannot be executed (e.g. mined-0: no_instance" in capsys.readouterr().err
+    assert not (tmp_path / "r2" / "metrics.jsonl").exists()
+
+
+def test_an_infrastructure_failure_is_left_out_of_its_group_and_counted() -> None:
+    from swerl.reward import RewardResult
+    from swerl.trainers.grpo import _without_infra_errors, kind_metrics
+
+    results = [
+        RewardResult(1.0, kind="execution", outcome="resolved"),
+        RewardResult(0.0, kind="execution", outcome="infra_error"),
+        RewardResult(0.0, kind="execution", outcome="unresolved"),
+        RewardResult(0.5),
+    ]
+    # The failed answer takes its group's mean of the judged ones: the baseline is theirs alone.
+    assert _without_infra_errors([1.0, 0.0, 0.0, 0.5], results, 2) == [1.0, 1.0, 0.0, 0.5]
+    assert kind_metrics(results) == {
+        "reward/infra_errors": 1.0,
+        "reward/execution": 0.5,
+        "execution/pass_rate": 0.5,
+        "reward/similarity": 0.5,
+    }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -132,6 +133,7 @@ def score_file_mixed(
     and `reward_kind` into `dst`, which appears only when complete."""
     if file_format(dst) != file_format(src):
         raise UserError(f"{dst}: output format must match the input ({file_format(src)})")
+    start = time.perf_counter()
     rows = _read(src)
     summary = KindSummary()
     if not rows:
@@ -153,4 +155,5 @@ def score_file_mixed(
         os.replace(tmp, dst)
     finally:
         tmp.unlink(missing_ok=True)
+    summary.seconds = time.perf_counter() - start
     return summary
