@@ -19,7 +19,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from swerl.execution.envs import EnvManager
+from swerl.execution.envs import BUILTIN_SPECS, EnvManager, load_env_specs
 from swerl.execution.harness import eval_plan
 from swerl.execution.instances import Instance, load_instances
 from swerl.execution.local import LocalBackend, _shims, _test_env, apply_patch, reset_files
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=True)
-    backend = LocalBackend(repos, EnvManager(args.cache_dir / "envs"))
+    backend = LocalBackend(repos, EnvManager(args.cache_dir / "envs", specs=load_env_specs(BUILTIN_SPECS)))
     reward = ExecutionReward(backend)
     print("| instance | reward (gold) | execution reward, median s | bare pytest, median s | ratio |")
     print("|---|---|---|---|---|")
