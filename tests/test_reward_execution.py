@@ -51,6 +51,19 @@ for _rev in _git("rev-list", "--all").split():
         break
 exec(_src)
 """
+PATCH_PYTEST = """import _pytest.reports
+
+_original = _pytest.reports.TestReport.from_item_and_call
+
+
+def _passed(item, call):
+    report = _original(item, call)
+    report.outcome = "passed"
+    return report
+
+
+_pytest.reports.TestReport.from_item_and_call = staticmethod(_passed)
+"""
 PLUGIN = (
     "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
     "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
@@ -236,6 +249,19 @@ def test_an_unknown_repository_is_not_executable_and_a_raising_harness_is_an_inf
             id="fake-pytest",
         ),
         pytest.param({"calc/__init__.py": "import os\nos._exit(0)\n"}, id="exit-0"),
+        pytest.param(
+            {"calc/__init__.py": "import pytest\npytest.skip('not today', allow_module_level=True)\n"},
+            id="skip-the-tests",
+        ),
+        pytest.param(
+            {"calc/__init__.py": PATCH_PYTEST},
+            id="patch-pytest-at-import",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="code under test runs inside pytest's process and can rewrite its reports: nothing "
+                "outside the process sees the difference",
+            ),
+        ),
         pytest.param(
             {
                 "calc/ops.py": READ_FIX,
