@@ -52,7 +52,7 @@ def test_set_values_take_the_fields_type(tmp_path):
         ({"epsilon": 1.0}, "epsilon: input should be less than 1"),
         ({"bf16": "sometimes"}, "bf16"),
         ({"num_generations": 1}, "num_generations: must be at least 2"),
-        ({"reward": "tokens:5"}, "reward: expected 'swe_rl'"),
+        ({"reward": "tokens:5"}, "reward: expected 'similarity'"),
         ({"temperature": 0}, "temperature: must be > 0"),
         ({"model_name_or_path": ""}, "model_name_or_path: required"),
     ],

@@ -15,6 +15,10 @@ from swerl.errors import UserError
 DEFAULT_METRICS = (
     "reward",
     "malformed_rate",
+    "reward/execution",
+    "reward/similarity",
+    "execution/pass_rate",
+    "reward/infra_errors",
     "reward_std",
     "frac_reward_zero_std",
     "completions/mean_length",

@@ -1,4 +1,4 @@
-"""`swerl reward ...`: score answers with the SWE-RL similarity reward."""
+"""`swerl reward ...`: score answers with the SWE-RL similarity reward, the tests (execution), or both."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from swerl.cli.args import existing_file, output_file, positive_int
+from swerl.cli.args import existing_dir, existing_file, output_dir, output_file, positive_int
 from swerl.errors import UserError
 
 SAMPLE = "reward_sample.jsonl"
@@ -57,6 +57,43 @@ def _add_reward_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_execution_options(parser: argparse.ArgumentParser) -> None:
+    from swerl.cli.agentless import DEFAULT_CACHE, _add_local_backend_options
+
+    group = parser.add_argument_group("execution reward")
+    group.add_argument(
+        "--reward",
+        choices=("similarity", "execution", "hybrid"),
+        default="similarity",
+        help="similarity: the SWE-RL reward; execution: the row's FAIL_TO_PASS/PASS_TO_PASS tests judged as "
+        "`swerl agentless evaluate` judges (1 resolved, 0 not, -1 malformed; null and an error for a row "
+        "that cannot be executed); hybrid: execution where the row is executable, similarity elsewhere "
+        "(each row's `reward_kind` says which)",
+    )
+    group.add_argument(
+        "--shaping",
+        choices=("none", "fail_to_pass"),
+        default="none",
+        help="execution: fail_to_pass gives an unresolved answer that breaks no PASS_TO_PASS test the share "
+        "of FAIL_TO_PASS tests it passes",
+    )
+    group.add_argument(
+        "--execution-workers", type=positive_int, default=1, metavar="N", help="test runs at once"
+    )
+    group.add_argument(
+        "--cache-dir",
+        type=output_dir,
+        default=DEFAULT_CACHE,
+        help=f"bare repository mirrors and test environments (default: {DEFAULT_CACHE})",
+    )
+    group.add_argument(
+        "--clones", type=existing_dir, metavar="DIR", help="directory of existing clones to mirror from"
+    )
+    group.add_argument("--offline", action="store_true", help="never contact GitHub")
+    group.add_argument("--log-dir", type=output_dir, metavar="DIR", help="keep each test run's log here")
+    _add_local_backend_options(parser)
+
+
 def register(groups: argparse._SubParsersAction) -> None:
     group = groups.add_parser(
         "reward",
@@ -75,7 +112,9 @@ def register(groups: argparse._SubParsersAction) -> None:
         "string in Parquet). A bad row gets reward null and an error; no row is ever dropped. The output "
         "appears only when complete. An input with no rows, or in which no row could be scored (a file of "
         "another kind, missing columns), is an error and writes nothing.",
-        epilog="example: swerl reward score --input answers.jsonl --output scored.jsonl --workers 2",
+        epilog="example: swerl reward score --input answers.jsonl --output scored.jsonl --workers 2\n"
+        "         swerl reward score --reward hybrid --input rows.jsonl --output scored.jsonl "
+        "--clones ~/mirrors --offline",
     )
     score.add_argument(
         "--input", required=True, type=existing_file, help="rows to score (.jsonl or .parquet)"
@@ -85,6 +124,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     score.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_reward_options(score)
+    _add_execution_options(score)
     score.set_defaults(run=_run_score)
 
     demo = commands.add_parser(
@@ -115,6 +155,21 @@ def _run_score(args: argparse.Namespace) -> int:
 
     if args.output.exists() and args.output.resolve() == args.input.resolve():
         raise UserError(f"--output {args.output} is the --input file; write the scores to another file")
+    if args.reward != "similarity":
+        from swerl.cli.agentless import _local_backend
+        from swerl.reward.execution import ExecutionReward
+        from swerl.reward.hybrid import score_file_mixed
+
+        execution = ExecutionReward(
+            _local_backend(args),
+            shaping=args.shaping,
+            workers=args.execution_workers,
+            log_dir=args.log_dir,
+        )
+        summary = score_file_mixed(args.input, args.output, args.reward, _config(args), execution)
+        print(summary.report(), file=sys.stderr)
+        print(f"wrote {args.output}", file=sys.stderr)
+        return 0
     summary = score_file(
         args.input, args.output, _config(args), workers=args.workers, progress=not args.quiet
     )

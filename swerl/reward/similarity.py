@@ -74,6 +74,11 @@ class RewardResult:
     message: str | None = None
     similarities: dict[str, float] = field(default_factory=dict)
     capped: list[str] = field(default_factory=list)
+    kind: str = "similarity"
+    """Which reward judged the answer: `similarity`, or `execution` (the tests)."""
+    outcome: str | None = None
+    """The execution reward's verdict kind: resolved, unresolved, malformed or infra_error (an
+    infrastructure failure, whose reward says nothing about the answer and is not trained on)."""
 
     def info(self) -> dict[str, Any]:
         """JSON-ready description, as written to `reward_info` by the batch scorer."""

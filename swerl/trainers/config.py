@@ -247,9 +247,20 @@ class GRPOConfig(TrainConfig):
         scale_rewards: advantage std: "group" (per group), "batch" (global batch) or "none".
         drop_zero_std_groups: leave groups whose rewards are all equal out of the update (they carry no
             signal); `frac_reward_zero_std` is logged either way.
-        reward: "swe_rl" (similarity reward) or "token:N" / "token:LO-HI" (fraction of answer tokens
-            with those ids; a smoke-test reward any model can learn).
+        reward: "similarity" (the SWE-RL reward; "swe_rl" is the same), "execution" (the row's
+            FAIL_TO_PASS and PASS_TO_PASS tests, judged as `swerl agentless evaluate` judges: 1 resolved,
+            0 not, -1 malformed; every training row must be executable), "hybrid" (execution where the
+            row is executable, similarity elsewhere) or "token:N" / "token:LO-HI" (fraction of answer
+            tokens with those ids; a smoke-test reward any model can learn).
         reward_strict: the similarity reward's strict format (off in the paper).
+        execution_workers: test runs at once per group (a thread pool; each run is a sandboxed process).
+        execution_shaping: "none", or "fail_to_pass" (an unresolved answer that breaks no PASS_TO_PASS
+            test gets the share of FAIL_TO_PASS tests it passes).
+        execution_cache_dir: bare mirrors and test environments (reused across steps and runs).
+        execution_clones: a directory of existing clones to mirror from instead of GitHub.
+        execution_offline: never contact GitHub.
+        execution_isolation: "bwrap" (tests in bubblewrap) or "none" (unprotected, for machines without it).
+        execution_timeout_s: wall clock of one test run; past it the run is an infrastructure error.
         eval_temperature: sampling temperature for held-out evaluation (0 = greedy).
         generation_batch_size: sequences (prompts x G) the transformers engine decodes together.
         rollout_engine: "hf" (transformers generate in the training process), "vllm" (vLLM colocated in
@@ -285,6 +296,13 @@ class GRPOConfig(TrainConfig):
     drop_zero_std_groups: bool = False
     reward: str = "swe_rl"
     reward_strict: bool = False
+    execution_workers: PositiveInt = 1
+    execution_shaping: Literal["none", "fail_to_pass"] = "none"
+    execution_cache_dir: str = "runs/agentless-cache"
+    execution_clones: str | None = None
+    execution_offline: bool = False
+    execution_isolation: Literal["bwrap", "none"] = "bwrap"
+    execution_timeout_s: PositiveInt = 1800
     eval_temperature: NonNegativeFloat = 0.0
     generation_batch_size: PositiveInt = 64
     rollout_engine: Literal["hf", "vllm", "vllm_server"] = "hf"
@@ -294,8 +312,14 @@ class GRPOConfig(TrainConfig):
         found = super().problems()
         if self.num_generations < 2:
             found.append(("num_generations", "must be at least 2: a group of one has no relative advantage"))
-        if not re.fullmatch(r"swe_rl|token:\d+(-\d+)?", self.reward):
-            found.append(("reward", f"expected 'swe_rl', 'token:N' or 'token:LO-HI', got {self.reward!r}"))
+        if not re.fullmatch(r"swe_rl|similarity|execution|hybrid|token:\d+(-\d+)?", self.reward):
+            found.append(
+                (
+                    "reward",
+                    "expected 'similarity', 'execution', 'hybrid', 'token:N' or 'token:LO-HI', "
+                    f"got {self.reward!r}",
+                )
+            )
         if self.temperature == 0:
             found.append(("temperature", "must be > 0: GRPO samples a group of different answers"))
         if self.overlong_buffer_length > self.max_completion_length:

@@ -21,9 +21,11 @@ import pyarrow.parquet as pq
 
 from swerl.edit_format import build_messages
 from swerl.errors import UserError
+from swerl.execution.instances import Instance
 from swerl.jsonl import parse_lines
 from swerl.paths import row_files
 from swerl.reward.batch import coerce_contents
+from swerl.reward.execution import row_instance
 
 # What a row needs: the oracle for the reward (and the SFT target), and either a stored prompt or the
 # two fields the prompt is built from.
@@ -43,6 +45,8 @@ class Example:
     oracle_new_content: dict[str, str] = field(default_factory=dict)
     instance_id: str = ""
     messages: list[dict[str, str]] = field(default_factory=list)
+    instance: Instance | None = None
+    """The row's SWE-bench fields (repo, base commit, test lists, test patch), for the execution reward."""
 
 
 def _missing_columns(names: Iterable[str]) -> list[str]:
@@ -144,6 +148,7 @@ def build_examples(
                 oracle_new_content=coerce_contents(row["oracle_new_content"], "oracle_new_content"),
                 instance_id=str(row.get("instance_id", "")),
                 messages=messages,
+                instance=row_instance(row),
             )
         )
     return examples, skipped

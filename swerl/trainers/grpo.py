@@ -18,6 +18,8 @@ The trainer holds no algorithm: advantages, losses and KL come from `swerl.algor
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -139,7 +141,8 @@ class GRPOTrainer(TrainLoop):
         local_rewards = roll.rewards
         counts = all_gather_floats([float(len(local_rewards))])
         global_rewards = torch.tensor(all_gather_floats(local_rewards))
-        keep = list(range(len(completions)))
+        # An infrastructure failure says nothing about its answer: it stays out of the update.
+        keep = [i for i, r in enumerate(roll.results) if getattr(r, "outcome", None) != "infra_error"]
         batch = None
         if global_rewards.numel():
             advantages = group_advantages(global_rewards, cfg.num_generations, scale=cfg.scale_rewards)
@@ -244,7 +247,7 @@ class GRPOTrainer(TrainLoop):
             examples,
             completions,
             results,
-            rewards.tolist(),
+            _without_infra_errors(rewards.tolist(), results, cfg.num_generations),
             generate_seconds=t1 - t0,
             reward_seconds=time.perf_counter() - t1,
         )
@@ -407,6 +410,8 @@ class GRPOTrainer(TrainLoop):
         metrics["malformed_rate"] = float(counts.sum()) / total
         for name, count in zip(names, counts.tolist(), strict=True):
             metrics[f"malformed/{name}"] = count / total
+        if self.config.reward in ("execution", "hybrid"):
+            metrics.update(kind_metrics(results))
         return metrics
 
     # ------------------------------------------------------------------------------------ state
@@ -431,6 +436,45 @@ class GRPOTrainer(TrainLoop):
             )
 
 
+def _without_infra_errors(rewards: list[float], results: Sequence[Any], g: int) -> list[float]:
+    """Rewards with each infrastructure failure set to the mean of its group's other answers, so that
+    the group's baseline is theirs alone (the failed answer itself is left out of the update)."""
+    out = list(rewards)
+    for lo in range(0, len(out), g):
+        failed = [i for i in range(lo, lo + g) if getattr(results[i], "outcome", None) == "infra_error"]
+        if failed:
+            judged = [out[i] for i in range(lo, lo + g) if i not in failed]
+            mean = sum(judged) / len(judged) if judged else 0.0
+            for i in failed:
+                out[i] = mean
+    return out
+
+
+def kind_metrics(results: Sequence[Any]) -> dict[str, float]:
+    """Per-reward metrics over every rank: `reward/execution` and `reward/similarity` (means over the
+    answers each judged), `execution/pass_rate` (resolved share of the executed answers) and
+    `reward/infra_errors` (answers whose run failed, not trained on)."""
+    executed = [r for r in results if r.kind == "execution" and r.outcome != "infra_error"]
+    similar = [r for r in results if r.kind != "execution"]
+    local = [
+        sum(r.reward for r in executed),
+        len(executed),
+        sum(r.reward for r in similar),
+        len(similar),
+        sum(r.outcome == "resolved" for r in executed),
+        sum(r.outcome == "infra_error" for r in results),
+    ]
+    exec_sum, n_exec, sim_sum, n_sim, resolved, infra = all_reduce(
+        torch.tensor([float(v) for v in local], dtype=torch.float64)
+    ).tolist()
+    metrics = {"reward/infra_errors": infra}
+    if n_exec:
+        metrics.update({"reward/execution": exec_sum / n_exec, "execution/pass_rate": resolved / n_exec})
+    if n_sim:
+        metrics["reward/similarity"] = sim_sum / n_sim
+    return metrics
+
+
 _ERROR_KINDS = ("tag_count", "empty_thought", "no_blocks", "search_not_found", "search_equals_replace")
 
 
@@ -441,13 +485,29 @@ def run(config: GRPOConfig, progress: bool = True) -> dict[str, Any]:
     the same step. Returns the held-out reports (before/after) and the training history.
     """
     from swerl.trainers.data import train_and_eval_examples
-    from swerl.trainers.rewards import reward_from_name
+    from swerl.trainers.rewards import ExecutionGroupReward, build_reward
 
     examples, skipped, eval_examples = train_and_eval_examples(
         config, load_run_tokenizer(config), config.max_prompt_length
     )
+    reward = build_reward(config)
+    if isinstance(reward, ExecutionGroupReward):
+        refused = reward.unexecutable([*examples, *eval_examples])
+        if refused and config.reward == "execution":
+            iid, why = refused[0]
+            raise UserError(
+                f"reward: execution, but {len(refused)} of {len(examples) + len(eval_examples)} rows cannot "
+                f"be executed (e.g. {iid}: {why}); use reward: hybrid to score them by similarity, or "
+                "leave them out"
+            )
+        if int(os.environ.get("RANK", "0")) == 0:
+            judged = len(examples) + len(eval_examples) - len(refused)
+            print(
+                f"swerl: reward {config.reward}: {judged} of {len(examples) + len(eval_examples)} rows "
+                "are judged by their tests",
+                file=sys.stderr,
+            )
     ckpt, model, tokenizer = load_run(config)
-    reward = reward_from_name(config.reward, config.reward_strict)
     # The KL anchor is the start model, loaded afresh (on resume the model is the checkpoint's, and under
     # ZeRO-3 a partitioned policy cannot be copied).
     needs_reference = config.beta > 0 and not config.use_peft  # LoRA: the policy with adapters off

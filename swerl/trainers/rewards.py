@@ -6,12 +6,20 @@ A reward function takes the example and the group's completions and returns one 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from swerl.edit_format import FormatError
 from swerl.errors import UserError
 from swerl.reward import RewardConfig, RewardResult, normalized_diffs, similarity_reward
+from swerl.reward.execution import ExecutionResult, ExecutionReward, answer_patch
 from swerl.trainers.data import Example
+
+if TYPE_CHECKING:
+    from swerl.trainers.config import GRPOConfig
 
 GroupReward = Callable[[Example, Sequence[Any]], list[RewardResult]]
 
@@ -50,12 +58,76 @@ def token_reward(token_ids: int | Collection[int]) -> GroupReward:
     return score
 
 
+@dataclass
+class ExecutionGroupReward:
+    """The execution reward of a group: its answers as patches against the base tree, judged together
+    (identical patches once, distinct ones on `execution.workers` threads). `hybrid`: a row that cannot
+    be executed gets the similarity reward instead."""
+
+    execution: ExecutionReward
+    hybrid: bool = False
+    config: RewardConfig = RewardConfig()
+
+    def __call__(self, example: Example, completions: Sequence[Any]) -> list[RewardResult]:
+        instance = example.instance
+        problem = self.execution.problem(instance)
+        if problem is not None or instance is None:
+            if self.hybrid:
+                return swe_rl_reward(self.config)(example, completions)
+            raise UserError(f"{example.instance_id}: not executable ({problem})")
+        read = functools.partial(self.execution.backend.repos.read_file, instance.repo, instance.base_commit)
+        patches: list[str | FormatError] = []
+        for c in completions:
+            patch, error = answer_patch({"output": c.text}, example.code_context, read)
+            patches.append(patch if patch is not None else error)  # type: ignore[arg-type]
+        return [_as_result(v) for v in self.execution.score_group(instance, patches)]
+
+    def unexecutable(self, examples: Sequence[Example]) -> list[tuple[str, str]]:
+        """(instance id, why) of the examples the execution reward cannot run."""
+        found = ((e.instance_id or "?", self.execution.problem(e.instance)) for e in examples)
+        return [(iid, f"{p[0]}: {p[1]}") for iid, p in found if p is not None]
+
+
+def _as_result(verdict: ExecutionResult) -> RewardResult:
+    """An execution verdict as the trainer's result; `error` only for a malformed answer (the malformed
+    rates), an infrastructure failure flagged by its outcome (and 0.0, never trained on)."""
+    return RewardResult(
+        reward=verdict.reward if verdict.reward is not None else 0.0,
+        error=verdict.error if verdict.kind == "malformed" else None,
+        message=verdict.message or verdict.error,
+        kind="execution",
+        outcome=verdict.kind,
+    )
+
+
+def build_reward(config: GRPOConfig) -> GroupReward:
+    """The reward a GRPO config names; `execution` and `hybrid` build the local harness from it."""
+    if config.reward not in ("execution", "hybrid"):
+        return reward_from_name(config.reward, config.reward_strict)
+    from swerl.execution.envs import BUILTIN_SPECS, EnvManager, load_env_specs
+    from swerl.execution.local import LocalBackend
+    from swerl.git.clones import RepoCache
+
+    cache = Path(config.execution_cache_dir)
+    repos = RepoCache(cache / "repos", mirror_dir=config.execution_clones, offline=config.execution_offline)
+    backend = LocalBackend(
+        repos,
+        EnvManager(cache / "envs", specs=load_env_specs(BUILTIN_SPECS)),
+        isolation=config.execution_isolation,
+        timeout_s=config.execution_timeout_s,
+    )
+    execution = ExecutionReward(backend, shaping=config.execution_shaping, workers=config.execution_workers)
+    return ExecutionGroupReward(
+        execution, config.reward == "hybrid", RewardConfig(strict=config.reward_strict)
+    )
+
+
 def reward_from_name(name: str, strict: bool = False) -> GroupReward:
-    """`swe_rl` or `token:N`, as written in a config."""
-    if name == "swe_rl":
+    """`similarity` (also `swe_rl`) or `token:N`, as written in a config."""
+    if name in ("swe_rl", "similarity"):
         return swe_rl_reward(RewardConfig(strict=strict))
     if name.startswith("token:"):
         spec = name.split(":", 1)[1]
         lo, _, hi = spec.partition("-")
         return token_reward(range(int(lo), int(hi or lo) + 1))
-    raise UserError(f"unknown reward {name!r}; use 'swe_rl', 'token:N' or 'token:LO-HI'")
+    raise UserError(f"unknown reward {name!r}; use 'similarity', 'token:N' or 'token:LO-HI'")

@@ -1,0 +1,305 @@
+"""The execution reward: an answer scored by the repository's own tests, as the SWE-bench harness scores it.
+
+An answer is the SWE-RL SEARCH/REPLACE text of a model (`output`) or a unified diff (`model_patch`, as
+external predictions come). It becomes a patch against the row's base tree and is judged by
+`LocalBackend.evaluate`, the very call behind `swerl agentless evaluate`: a fresh checkout of the base
+commit, the harness's patch commands, the test files the test patch touches reset to the base, the test
+patch applied, the instance's test command, and the harness's log parser and grading over FAIL_TO_PASS and
+PASS_TO_PASS. The verdict comes from per-test statuses parsed by name (a fail-to-pass test skipped,
+deselected or missing has failed), never from pytest's exit status.
+
+reward = 1 resolved, 0 not, -1 malformed (the SWE-RL format's rule). With `shaping="fail_to_pass"` an
+unresolved answer that breaks no PASS_TO_PASS test gets the share of FAIL_TO_PASS tests it makes pass.
+
+What is not a verdict on the answer has a kind of its own, so that it is never trained on as a wrong
+answer: `not_executable` (the row has no FAIL_TO_PASS, no test patch, no known repository or no test
+plan: reward None, refused before training) and `infra_error` (an environment that does not build, a
+run that raised, the harness's own time limit, a test patch that does not apply: retried once, then
+left out of the group's advantage).
+
+Unexploitable. Before the run, the answer's changes to files that decide how tests run are dropped:
+test files (under tests/, test/ or testing/, test_*.py, *_test.py), conftest.py, pytest's configuration
+(pytest.ini, .pytest.ini, tox.ini, setup.cfg, pyproject.toml), interpreter start-up hooks
+(sitecustomize.py, usercustomize.py, *.pth) and new modules that would shadow the test runner (pytest,
+_pytest, py, pluggy). The harness then resets the test patch's files and grades by name, so an answer
+that only changes how the tests run scores 0; the dropped paths are listed in the result.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import re
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Literal
+
+import unidiff
+
+from swerl.edit_format import (
+    FormatError,
+    apply_edits,
+    build_git_patch,
+    parse_answer,
+    parse_patch,
+    patch_paths,
+)
+from swerl.errors import UserError
+from swerl.execution.harness import eval_plan, harness_api
+from swerl.execution.instances import Instance, instance_from_row
+from swerl.git import GitError
+
+if TYPE_CHECKING:
+    from swerl.execution.local import LocalBackend
+
+Kind = Literal["resolved", "unresolved", "malformed", "not_executable", "infra_error"]
+Shaping = Literal["none", "fail_to_pass"]
+SHAPINGS: tuple[str, ...] = ("none", "fail_to_pass")
+
+_TEST_DIRS = frozenset({"tests", "test", "testing"})
+_RUNNER_FILES = frozenset(
+    {"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"}
+    | {"sitecustomize.py", "usercustomize.py"}
+)
+_RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "sitecustomize", "usercustomize"})
+
+
+def guarded_path(path: str, added: bool = False) -> bool:
+    """Whether an answer's change to `path` could change how the tests run rather than what they test.
+
+    `added`: the answer creates the file; a new top-level module named like the test runner (pytest.py,
+    _pytest/...) would be imported instead of it. Editing such a file that exists is the repository's own
+    code (pytest's src/_pytest)."""
+    parts = PurePosixPath(path).parts
+    name = parts[-1] if parts else ""
+    if name in _RUNNER_FILES or name.endswith(".pth"):
+        return True
+    if _TEST_DIRS & set(parts[:-1]) or re.fullmatch(r"test_.*\.py|.*_tests?\.py", name):
+        return True
+    if added:
+        top = [p for p in parts if p != "src"][:1]
+        return bool(top) and top[0].removesuffix(".py") in _RUNNER_MODULES
+    return False
+
+
+def drop_guarded(patch: str) -> tuple[str, list[str]]:
+    """`patch` without its file sections that touch guarded paths; (what remains, the paths dropped)."""
+    kept, dropped = [], []
+    for patched in parse_patch(patch):
+        section = str(patched)
+        paths = patch_paths(section)
+        if any(guarded_path(p, added=patched.is_added_file) for p in paths):
+            dropped += paths
+        else:
+            kept.append(section)
+    return "".join(kept), dropped
+
+
+@dataclass
+class ExecutionResult:
+    """A reward and why. `reward` is None for a row that cannot be executed; `error` names the cause
+    (a malformation, a reason the row is not executable, an infrastructure failure)."""
+
+    reward: float | None
+    kind: Kind
+    error: str | None = None
+    message: str | None = None
+    fail_to_pass: tuple[int, int] = (0, 0)
+    """(passed, listed) FAIL_TO_PASS tests."""
+    dropped: list[str] = field(default_factory=list)
+    attempts: int = 0
+
+    def info(self) -> dict[str, Any]:
+        """JSON-ready description, written to `reward_info` by `swerl reward score`."""
+        info: dict[str, Any] = {"kind": self.kind}
+        if self.error is not None:
+            info.update(error=self.error, message=self.message)
+        if self.kind in ("resolved", "unresolved"):
+            info["fail_to_pass_passed"], info["fail_to_pass_total"] = self.fail_to_pass
+        if self.dropped:
+            info["dropped"] = self.dropped
+        return info
+
+
+def row_instance(row: Mapping[str, Any]) -> Instance | None:
+    """The SWE-bench instance of a row (repo, base_commit, test lists, test_patch); None without one."""
+    if not all(row.get(name) for name in ("instance_id", "repo", "base_commit")):
+        return None
+    return instance_from_row({"problem_statement": "-", **row})
+
+
+def not_executable(instance: Instance | None) -> tuple[str, str] | None:
+    """(error kind, message) when `instance` cannot be judged by its tests, else None. No I/O."""
+    if instance is None:
+        return "no_instance", "the row has no instance_id, repo and base_commit"
+    if not instance.fail_to_pass:
+        return "no_fail_to_pass", f"{instance.instance_id}: no FAIL_TO_PASS tests"
+    if not instance.test_patch.strip():
+        return "no_test_patch", f"{instance.instance_id}: no test_patch"
+    try:
+        eval_plan(instance)
+    except UserError as err:
+        return "no_test_plan", str(err)
+    return None
+
+
+def answer_patch(
+    row: Mapping[str, Any], code_context: Mapping[str, str], read_base: Callable[[str], str | None]
+) -> tuple[str | None, FormatError | None]:
+    """The answer of a row as a git patch against the base tree: its `model_patch` as given, or its
+    SEARCH/REPLACE `output` applied to the files the model saw (`code_context`; a file missing there is
+    read from the base tree by `read_base`, as a new file when the tree lacks it too). A malformed
+    answer gives (None, the error)."""
+    if isinstance(row.get("model_patch"), str):
+        return row["model_patch"], None
+    try:
+        edits = parse_answer(str(row.get("output") or "")).edits
+        old = dict(code_context)
+        for path in {e.path for e in edits} - set(old):
+            text = read_base(path)
+            if text is not None:
+                old[path] = text
+        new = apply_edits(old, edits)
+    except FormatError as err:
+        return None, err
+    return build_git_patch(old, new), None
+
+
+def normalized_patch(patch: str) -> str:
+    """What makes two patches the same change: their file sections without git's `index` lines and
+    trailing blanks (a model rarely writes the same hash line twice)."""
+    lines = [line for line in patch.splitlines() if not line.startswith("index ")]
+    return "\n".join(line.rstrip() for line in lines).strip()
+
+
+class _Counter:
+    """Numbers log folders uniquely across threads."""
+
+    def __init__(self) -> None:
+        self._lock, self._value = threading.Lock(), 0
+
+    def next(self) -> int:
+        with self._lock:
+            self._value += 1
+            return self._value
+
+
+@dataclass
+class ExecutionReward:
+    """Judges answers with a `LocalBackend`; `score_group` runs a group's distinct patches in parallel.
+
+    `log_dir` keeps each evaluation's log (the harness's layout) under a folder per instance; without it
+    logs go to a temporary folder and are removed."""
+
+    backend: LocalBackend
+    shaping: Shaping = "none"
+    workers: int = 1
+    retries: int = 1
+    log_dir: Path | None = None
+    _counter: _Counter = field(default_factory=_Counter, repr=False)
+    _known: dict[tuple[str, str], tuple[str, str] | None] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.shaping not in SHAPINGS:
+            raise UserError(f"unknown execution reward shaping {self.shaping!r}; use {', '.join(SHAPINGS)}")
+        harness_api()  # grading needs the swebench package: say so before any answer is run
+
+    def problem(self, instance: Instance | None) -> tuple[str, str] | None:
+        """`not_executable`, plus whether the backend has the repository and its base commit."""
+        problem = not_executable(instance)
+        if problem is not None or instance is None:
+            return problem
+        key = (instance.repo, instance.base_commit)
+        if key not in self._known:
+            try:
+                self.backend.repos.ensure(*key)
+                self._known[key] = None
+            except GitError as err:
+                self._known[key] = ("unknown_repository", str(err).splitlines()[0][:300])
+        return self._known[key]
+
+    def score_patch(self, instance: Instance, patch: str) -> ExecutionResult:
+        """One patch's verdict; an infrastructure failure is tried again `retries` times."""
+        problem = self.problem(instance)
+        if problem is not None:
+            return ExecutionResult(None, "not_executable", *problem)
+        try:
+            runnable, dropped = drop_guarded(patch) if patch.strip() else ("", [])
+        except unidiff.UnidiffParseError as err:
+            return ExecutionResult(-1.0, "malformed", "not_a_diff", str(err)[:300])
+        if not dropped:  # the patch as written: the harness's own commands decide whether it applies
+            runnable = patch
+        result = ExecutionResult(None, "infra_error")
+        for attempt in range(1 + max(0, self.retries)):
+            result = self._judge(instance, runnable)
+            result.attempts = attempt + 1
+            if result.kind != "infra_error":
+                break
+        result.dropped = dropped
+        return result
+
+    def _judge(self, instance: Instance, patch: str) -> ExecutionResult:
+        if not patch.strip():
+            listed = len(instance.fail_to_pass)
+            return ExecutionResult(0.0, "unresolved", "empty_patch", fail_to_pass=(0, listed))
+        with tempfile.TemporaryDirectory(prefix="swerl-exec-") as tmp:
+            folder = Path(tmp)
+            if self.log_dir is not None:
+                folder = self.log_dir / instance.instance_id / f"{self._counter.next():06d}"
+            try:
+                run = self.backend.evaluate(instance, patch, folder / "test_output.txt")
+            except (
+                Exception
+            ) as err:  # an environment, a clone or a sandbox that failed: not the answer's fault
+                said = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}"
+                if self.log_dir is not None:
+                    (folder / "run_instance.log").write_text(traceback.format_exc(), encoding="utf-8")
+                return ExecutionResult(None, "infra_error", "harness_raised", said)
+        return self._verdict(instance, run.log, run.report)
+
+    def _verdict(self, instance: Instance, log: str, report: Mapping[str, Any]) -> ExecutionResult:
+        api = harness_api()
+        listed = len(instance.fail_to_pass)
+        if api.APPLY_PATCH_FAIL in log:
+            return ExecutionResult(0.0, "unresolved", "patch_does_not_apply", fail_to_pass=(0, listed))
+        if "[swerl] the test patch does not apply" in log:
+            return ExecutionResult(None, "infra_error", "test_patch_does_not_apply", "the row's test patch")
+        if f"{api.TESTS_TIMEOUT}:" in log:
+            return ExecutionResult(
+                None, "infra_error", "harness_timeout", "the tests passed their time limit"
+            )
+        if not report.get("patch_successfully_applied"):  # the harness found no test results it trusts
+            return ExecutionResult(0.0, "unresolved", "no_test_results", fail_to_pass=(0, listed))
+        tests = report.get("tests_status", {})
+        passed = len(tests.get("FAIL_TO_PASS", {}).get("success", []))
+        if report.get("resolved"):
+            return ExecutionResult(1.0, "resolved", fail_to_pass=(passed, listed))
+        reward = 0.0
+        if self.shaping == "fail_to_pass" and not tests.get("PASS_TO_PASS", {}).get("failure"):
+            reward = passed / listed
+        return ExecutionResult(reward, "unresolved", fail_to_pass=(passed, listed))
+
+    def score_group(self, instance: Instance, patches: Sequence[str | FormatError]) -> list[ExecutionResult]:
+        """Verdicts of a group's patches (a FormatError: a malformed answer, -1); identical normalized
+        patches run once, the distinct ones at most `workers` at a time."""
+        texts = [p for p in patches if isinstance(p, str)]
+        distinct = list(dict.fromkeys(map(normalized_patch, texts)))
+        first = {normalized_patch(p): p for p in reversed(texts)}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+            verdicts = dict(
+                zip(distinct, pool.map(lambda k: self.score_patch(instance, first[k]), distinct), strict=True)
+            )
+        out = []
+        for patch in patches:
+            if isinstance(patch, FormatError):
+                out.append(ExecutionResult(-1.0, "malformed", str(patch.kind.value), str(patch)))
+            else:
+                out.append(_copy(verdicts[normalized_patch(patch)]))
+        return out
+
+
+def _copy(result: ExecutionResult) -> ExecutionResult:
+    return ExecutionResult(**{**result.__dict__, "dropped": list(result.dropped)})

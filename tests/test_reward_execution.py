@@ -1,0 +1,421 @@
+"""The execution reward on a real git repository, judged by the local harness (offline, real pytest runs).
+
+The repository is stdlib-only, so its tests run in the shared interpreter through PYTHONPATH; a later
+commit on another branch holds the fix, as a mined repository's history does. Each hack of an answer
+that changes how the tests run instead of the code scores 0.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from swerl.edit_format import build_git_patch
+from swerl.execution.envs import EnvManager
+from swerl.execution.instances import Instance
+from swerl.execution.local import LocalBackend
+from swerl.git.clones import RepoCache
+from swerl.reward.execution import (
+    ExecutionReward,
+    answer_patch,
+    drop_guarded,
+    guarded_path,
+    not_executable,
+    row_instance,
+)
+from swerl.sandbox.bwrap import isolation_available
+from swerl.synth_repo import git
+
+pytest.importorskip("swebench")
+ISOLATION = "bwrap" if isolation_available() is None else "none"
+
+OPS = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+FIXED = OPS.replace("return a - b\n\n\ndef sub", "return a + b\n\n\ndef sub")
+TESTS = "from calc.ops import add, sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n"
+NEW_TESTS = (
+    TESTS
+    + "\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_add_neg():\n    assert add(-1, 1) == 0\n"
+)
+HALF = OPS.replace("return a - b\n\n\ndef sub", "return a * b\n\n\ndef sub")  # right for 2 + 2 only
+BASE = {"calc/__init__.py": "", "calc/ops.py": OPS, "tests/test_ops.py": TESTS}
+READ_FIX = """import subprocess
+
+def _git(*args):
+    return subprocess.run(["git", *args], capture_output=True, text=True).stdout
+
+for _rev in _git("rev-list", "--all").split():
+    _src = _git("show", _rev + ":calc/ops.py")
+    if "return a " + "+ b" in _src:
+        break
+exec(_src)
+"""
+PATCH_PYTEST = """import _pytest.reports
+
+_original = _pytest.reports.TestReport.from_item_and_call
+
+
+def _passed(item, call):
+    report = _original(item, call)
+    report.outcome = "passed"
+    return report
+
+
+_pytest.reports.TestReport.from_item_and_call = staticmethod(_passed)
+"""
+PLUGIN = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+)
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExecutionReward, Instance]:
+    root = tmp_path_factory.mktemp("exec")
+    repo = root / "clones" / "acme__calc"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    _write(repo, BASE)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "-b", "fix")  # the fix lies in the history, as in any mined repository
+    _write(repo, {"calc/ops.py": FIXED, "tests/test_ops.py": NEW_TESTS})
+    git(repo, "commit", "-qam", "fix add")
+    git(repo, "checkout", "-q", "main")
+    instance = Instance(
+        "acme__calc-1",
+        "acme/calc",
+        base,
+        "add subtracts",
+        patch=build_git_patch({"calc/ops.py": OPS}, {"calc/ops.py": FIXED}),
+        test_patch=build_git_patch({"tests/test_ops.py": TESTS}, {"tests/test_ops.py": NEW_TESTS}),
+        fail_to_pass=("tests/test_ops.py::test_add", "tests/test_ops.py::test_add_neg"),
+        pass_to_pass=("tests/test_ops.py::test_sub",),
+        version="1.0",
+    )
+    repos = RepoCache(root / "repos", mirror_dir=root / "clones", offline=True)
+    backend = LocalBackend(repos, EnvManager(root / "envs"), isolation=ISOLATION, timeout_s=120)
+    return ExecutionReward(backend), instance
+
+
+def _patch(files: dict[str, str]) -> str:
+    """A diff from the base tree to `files` (each new or replacing the base's content)."""
+    return build_git_patch({p: BASE[p] for p in files if p in BASE}, files)
+
+
+def test_gold_resolves_empty_does_not_and_a_bad_patch_scores_zero(
+    setup: tuple[ExecutionReward, Instance],
+) -> None:
+    reward, inst = setup
+    gold = reward.score_patch(inst, inst.patch)
+    assert (gold.reward, gold.kind, gold.fail_to_pass) == (1.0, "resolved", (2, 2))
+    empty = reward.score_patch(inst, "")
+    assert (empty.reward, empty.kind, empty.error) == (0.0, "unresolved", "empty_patch")
+    wrong = reward.score_patch(inst, _patch({"calc/ops.py": HALF}))
+    assert (wrong.reward, wrong.kind, wrong.fail_to_pass) == (0.0, "unresolved", (1, 2))
+    stale = build_git_patch({"calc/ops.py": "something else\n"}, {"calc/ops.py": "x\n"})
+    assert reward.score_patch(inst, stale).error == "patch_does_not_apply"
+    assert reward.score_patch(inst, "not a diff").error == "patch_does_not_apply"
+
+
+def test_shaping_rewards_the_share_of_fail_to_pass_unless_a_pass_to_pass_test_breaks(
+    setup: tuple[ExecutionReward, Instance],
+) -> None:
+    reward, inst = setup
+    shaped = ExecutionReward(reward.backend, shaping="fail_to_pass")
+    assert shaped.score_patch(inst, _patch({"calc/ops.py": HALF})).reward == 0.5
+    broken = _patch({"calc/ops.py": HALF.replace("return a - b", "return 0")})
+    assert shaped.score_patch(inst, broken).reward == 0.0  # test_sub fails: no partial credit
+
+
+def test_a_search_replace_answer_becomes_a_patch_against_the_base_tree(
+    setup: tuple[ExecutionReward, Instance],
+) -> None:
+    reward, inst = setup
+    answer = (
+        "<think>add must add</think>\n<solution>\n```python\n### calc/ops.py\n<<<<<<< SEARCH\n"
+        "def add(a, b):\n    return a - b\n=======\ndef add(a, b):\n    return a + b\n>>>>>>> REPLACE\n```\n"
+        "</solution>"
+    )
+    read = lambda path: reward.backend.repos.read_file(inst.repo, inst.base_commit, path)  # noqa: E731
+    patch, error = answer_patch({"output": answer}, {}, read)  # no context: the files come from the tree
+    assert error is None and patch is not None
+    assert reward.score_patch(inst, patch).reward == 1.0
+    none, error = answer_patch({"output": "no tags"}, {}, read)
+    assert none is None and error is not None and error.kind.value == "tag_count"
+    group = reward.score_group(inst, [patch, error, patch.replace("\n", "  \n"), ""])
+    assert [r.reward for r in group] == [1.0, -1.0, 1.0, 0.0]
+    assert group[1].kind == "malformed"
+
+
+def test_identical_patches_of_a_group_run_once(setup: tuple[ExecutionReward, Instance]) -> None:
+    reward, inst = setup
+    calls: list[str] = []
+
+    class Counting:
+        def __init__(self, inner: LocalBackend) -> None:
+            self.inner, self.repos = inner, inner.repos
+
+        def evaluate(self, *args: object) -> object:
+            calls.append("x")
+            return self.inner.evaluate(*args)  # type: ignore[arg-type]
+
+    counting = ExecutionReward(Counting(reward.backend), workers=2)  # type: ignore[arg-type]
+    results = counting.score_group(inst, [inst.patch] * 3 + [inst.patch.replace("index ", "index 0")] + [""])
+    assert [r.reward for r in results] == [1.0, 1.0, 1.0, 1.0, 0.0] and len(calls) == 1
+
+
+def test_rows_that_cannot_be_executed_are_named() -> None:
+    assert not_executable(row_instance({"instance_id": "x", "output": ""}))[0] == "no_instance"  # type: ignore[index]
+    row = {"instance_id": "a-1", "repo": "a/b", "base_commit": "0" * 40, "FAIL_TO_PASS": "[]"}
+    assert not_executable(row_instance(row))[0] == "no_fail_to_pass"  # type: ignore[index]
+    row["FAIL_TO_PASS"] = json.dumps(["t.py::test_x"])
+    assert not_executable(row_instance(row))[0] == "no_test_patch"  # type: ignore[index]
+
+
+def test_an_unknown_repository_is_not_executable_and_a_raising_harness_is_an_infra_error(
+    setup: tuple[ExecutionReward, Instance],
+) -> None:
+    reward, inst = setup
+    gone = Instance(
+        "acme__gone-1", "acme/gone", "0" * 40, "x", test_patch=inst.test_patch, fail_to_pass=("t",)
+    )
+    result = reward.score_patch(gone, inst.patch)
+    assert (result.reward, result.kind, result.error) == (None, "not_executable", "unknown_repository")
+    calls: list[int] = []
+
+    class Broken:
+        repos = reward.backend.repos
+
+        def evaluate(self, *args: object) -> object:
+            calls.append(1)
+            raise OSError("the sandbox is gone")
+
+    broken = ExecutionReward(Broken())  # type: ignore[arg-type]
+    result = broken.score_patch(inst, inst.patch)
+    assert (result.reward, result.kind, result.error, result.attempts) == (
+        None,
+        "infra_error",
+        "harness_raised",
+        2,
+    )
+    assert result.message == "OSError: the sandbox is gone" and len(calls) == 2
+
+
+@pytest.mark.parametrize(
+    "hack",
+    [
+        pytest.param(
+            {"tests/test_ops.py": NEW_TESTS.replace("assert add", "assert 1 or add")}, id="test-file"
+        ),
+        pytest.param({"tests/test_more.py": "", "conftest.py": PLUGIN}, id="conftest"),
+        pytest.param(
+            {"calc/plug.py": PLUGIN, "pytest.ini": "[pytest]\naddopts = -p calc.plug\n"}, id="pytest.ini"
+        ),
+        pytest.param({"calc/plug.py": PLUGIN, "tox.ini": "[pytest]\naddopts = -p calc.plug\n"}, id="tox.ini"),
+        pytest.param(
+            {"calc/plug.py": PLUGIN, "setup.cfg": "[tool:pytest]\naddopts = -p calc.plug\n"}, id="setup.cfg"
+        ),
+        pytest.param(
+            {
+                "calc/plug.py": PLUGIN,
+                "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p calc.plug"\n',
+            },
+            id="pyproject",
+        ),
+        pytest.param(
+            {
+                "calc/plug.py": PLUGIN,
+                "sitecustomize.py": "import os\nos.environ['PYTEST_PLUGINS'] = 'calc.plug'\n",
+            },
+            id="sitecustomize",
+        ),
+        pytest.param({"calc/plug.py": PLUGIN, "calc.pth": "import calc.plug\n"}, id="pth"),
+        pytest.param(
+            {
+                "pytest.py": "".join(
+                    f"print('PASSED tests/test_ops.py::{name}')\n"
+                    for name in ("test_add", "test_add_neg", "test_sub")
+                )
+            },
+            id="fake-pytest",
+        ),
+        pytest.param({"calc/__init__.py": "import os\nos._exit(0)\n"}, id="exit-0"),
+        pytest.param(
+            {"calc/__init__.py": "import pytest\npytest.skip('not today', allow_module_level=True)\n"},
+            id="skip-the-tests",
+        ),
+        pytest.param(
+            {"calc/__init__.py": PATCH_PYTEST},
+            id="patch-pytest-at-import",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="code under test runs inside pytest's process and can rewrite its reports: nothing "
+                "outside the process sees the difference",
+            ),
+        ),
+        pytest.param(
+            {
+                "calc/ops.py": READ_FIX,
+            },
+            id="read-fix-from-git",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the local backend's tree is a shared clone of the whole mirror: later commits are "
+                "readable by the code under test",
+            ),
+        ),
+    ],
+)
+def test_an_answer_that_changes_how_the_tests_run_scores_zero(
+    setup: tuple[ExecutionReward, Instance], hack: dict[str, str]
+) -> None:
+    reward, inst = setup
+    result = reward.score_patch(inst, _patch(hack))
+    assert (result.reward, result.kind) == (0.0, "unresolved"), result
+
+
+def test_guarded_paths_and_what_is_dropped() -> None:
+    assert guarded_path("src/pkg/conftest.py") and guarded_path("testing/python/raises.py")
+    assert guarded_path("pkg/test_x.py") and guarded_path("a.pth") and guarded_path("setup.cfg")
+    assert not guarded_path("src/_pytest/python.py")  # pytest's own code, edited
+    assert guarded_path("src/_pytest/new.py", added=True) and guarded_path("pytest.py", added=True)
+    assert not guarded_path("calc/ops.py", added=True)
+    patch = _patch({"calc/ops.py": FIXED, "conftest.py": PLUGIN})
+    kept, dropped = drop_guarded(patch)
+    assert dropped == ["conftest.py"] and kept == _patch({"calc/ops.py": FIXED})
+
+
+def test_reward_score_hybrid_and_execution_record_the_kind_per_row(
+    setup: tuple[ExecutionReward, Instance], tmp_path: Path
+) -> None:
+    from swerl.cli.main import main
+    from swerl.execution.instances import instance_to_row
+
+    reward, inst = setup
+    swe = instance_to_row(inst)
+    block = "```python\n### a.py\n<<<<<<< SEARCH\nold\n=======\nnew\n>>>>>>> REPLACE\n```\n"
+    answer = f"<think>x</think>\n<solution>\n{block}</solution>"
+    similarity_only = {"instance_id": "mined-1", "output": answer, "code_context": {"a.py": "old\n"}}
+    similarity_only["oracle_new_content"] = {"a.py": "new\n"}
+    rows = [
+        {**swe, "model_patch": inst.patch},
+        {**swe, "model_patch": ""},
+        {**swe, "output": "<think>x</think> no solution"},
+        similarity_only,
+    ]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    common = ["--input", str(src), "--clones", str(reward.backend.repos.mirror_dir), "--offline"]
+    common += ["--cache-dir", str(tmp_path / "cache"), "--quiet"]
+    if ISOLATION == "none":
+        common.append("--unsafe-no-isolation")
+    assert (
+        main(["reward", "score", "--reward", "hybrid", "--output", str(tmp_path / "h.jsonl"), *common]) == 0
+    )
+    scored = [json.loads(line) for line in (tmp_path / "h.jsonl").read_text().splitlines()]
+    assert [(r["reward"], r["reward_kind"]) for r in scored] == [
+        (1.0, "execution"),
+        (0.0, "execution"),
+        (-1.0, "execution"),
+        (1.0, "similarity"),
+    ]
+    assert (
+        main(["reward", "score", "--reward", "execution", "--output", str(tmp_path / "e.jsonl"), *common])
+        == 0
+    )
+    last = json.loads((tmp_path / "e.jsonl").read_text().splitlines()[-1])
+    assert last["reward"] is None and last["reward_info"]["kind"] == "not_executable"
+    assert last["reward_info"]["error"] == "no_instance"
+
+
+def _grpo_rows(inst: Instance) -> list[dict[str, object]]:
+    """Two executable rows (the repository's instance) and two that only the similarity reward can score."""
+    from swerl.execution.instances import instance_to_row
+
+    executable = {**instance_to_row(inst), "code_context": {"calc/ops.py": OPS}}
+    executable["oracle_new_content"] = {"calc/ops.py": FIXED}
+    rows: list[dict[str, object]] = [executable, {**executable, "instance_id": "acme__calc-2"}]
+    for i in range(2):
+        old = f"def f{i}(x):\n    return x - {i}\n"
+        rows.append(
+            {
+                "instance_id": f"mined-{i}",
+                "problem_statement": f"f{i} should add {i}",
+                "code_context": {"m.py": old},
+                "oracle_new_content": {"m.py": old.replace(" - ", " + ")},
+            }
+        )
+    return rows
+
+
+def test_grpo_with_the_hybrid_reward_logs_both_kinds_and_execution_refuses_rows_without_tests(
+    setup: tuple[ExecutionReward, Instance], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from swerl.cli.main import main
+    from swerl.models.tiny import build_tiny_model
+
+    reward, inst = setup
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _grpo_rows(inst)), encoding="utf-8")
+    config = {
+        "model_name_or_path": str(build_tiny_model(tmp_path / "model", seed=0)),
+        "train_file": str(data),
+        "output_dir": str(tmp_path / "run"),
+        "report_to_tensorboard": False,
+        "num_generations": 2,
+        "prompts_per_step": 4,
+        "max_completion_length": 8,
+        "max_steps": 2,
+        "reward": "hybrid",
+        "execution_workers": 2,
+        "execution_clones": str(reward.backend.repos.mirror_dir),
+        "execution_offline": True,
+        "execution_cache_dir": str(tmp_path / "cache"),
+        "execution_isolation": ISOLATION,
+    }
+    path = tmp_path / "grpo.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    assert main(["train", "grpo", "--config", str(path), "--quiet"]) == 0
+    logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert len(logged) == 2
+    for row in logged:  # every prompt each step: both kinds; the untrained model's answers are malformed
+        assert row["reward/execution"] == -1.0 and row["reward/similarity"] == -1.0
+        assert row["execution/pass_rate"] == 0.0 and row["reward/infra_errors"] == 0.0
+    assert main(["plot", str(tmp_path / "run"), "--metrics", "reward/execution,reward/similarity"]) == 0
+    assert (tmp_path / "run" / "plots" / "reward_execution.png").stat().st_size > 0
+
+    path.write_text(yaml.safe_dump({**config, "reward": "execution", "output_dir": str(tmp_path / "r2")}))
+    assert main(["train", "grpo", "--config", str(path), "--quiet"]) == 1  # before any model loads
+    assert "2 of 4 rows cannot be executed (e.g. mined-0: no_instance" in capsys.readouterr().err
+    assert not (tmp_path / "r2" / "metrics.jsonl").exists()
+
+
+def test_an_infrastructure_failure_is_left_out_of_its_group_and_counted() -> None:
+    from swerl.reward import RewardResult
+    from swerl.trainers.grpo import _without_infra_errors, kind_metrics
+
+    results = [
+        RewardResult(1.0, kind="execution", outcome="resolved"),
+        RewardResult(0.0, kind="execution", outcome="infra_error"),
+        RewardResult(0.0, kind="execution", outcome="unresolved"),
+        RewardResult(0.5),
+    ]
+    # The failed answer takes its group's mean of the judged ones: the baseline is theirs alone.
+    assert _without_infra_errors([1.0, 0.0, 0.0, 0.5], results, 2) == [1.0, 1.0, 0.0, 0.5]
+    assert kind_metrics(results) == {
+        "reward/infra_errors": 1.0,
+        "reward/execution": 0.5,
+        "execution/pass_rate": 0.5,
+        "reward/similarity": 0.5,
+    }
