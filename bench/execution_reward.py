@@ -19,11 +19,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from swerl.execution.envs import BUILTIN_SPECS, EnvManager, load_env_specs
 from swerl.execution.harness import eval_plan
 from swerl.execution.instances import Instance, load_instances
-from swerl.execution.local import LocalBackend, _shims, _test_env, apply_patch, reset_files
-from swerl.git.clones import RepoCache
+from swerl.execution.local import LocalBackend, _shims, _test_env, apply_patch, cached_backend, reset_files
 from swerl.reward.execution import ExecutionReward
 
 
@@ -52,8 +50,7 @@ def main() -> None:
     parser.add_argument("--instance-ids", nargs="+", required=True)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=True)
-    backend = LocalBackend(repos, EnvManager(args.cache_dir / "envs", specs=load_env_specs(BUILTIN_SPECS)))
+    backend = cached_backend(args.cache_dir, clones=args.clones, offline=True)
     reward = ExecutionReward(backend)
     print("| instance | reward (gold) | execution reward, median s | bare pytest, median s | ratio |")
     print("|---|---|---|---|---|")

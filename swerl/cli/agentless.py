@@ -437,16 +437,15 @@ def _backend(args: argparse.Namespace) -> Any:
 
 
 def _local_backend(args: argparse.Namespace) -> Any:
-    from swerl.execution.envs import BUILTIN_SPECS, EnvManager, load_env_specs
-    from swerl.execution.local import LocalBackend, RunLimits
-    from swerl.git.clones import RepoCache
+    from swerl.execution.local import RunLimits, cached_backend
 
-    repos = RepoCache(args.cache_dir / "repos", mirror_dir=args.clones, offline=args.offline)
-    specs = load_env_specs(args.env_specs or BUILTIN_SPECS)
-    envs = EnvManager(args.cache_dir / "envs", python=args.python, wheelhouse=args.wheelhouse, specs=specs)
-    return LocalBackend(
-        repos,
-        envs,
+    return cached_backend(
+        args.cache_dir,
+        clones=args.clones,
+        offline=args.offline,
+        env_specs=args.env_specs,
+        python=args.python,
+        wheelhouse=args.wheelhouse,
         isolation="none" if args.unsafe_no_isolation else "bwrap",
         timeout_s=args.test_timeout_s,
         limits=RunLimits(memory_mb=args.test_memory_mb, cpu_s=args.test_cpu_s),

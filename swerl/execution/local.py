@@ -31,10 +31,10 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from swerl.execution.base import TestRun, parse_pytest_report, test_files
-from swerl.execution.envs import EnvManager, TestEnv
+from swerl.execution.envs import BUILTIN_SPECS, EnvManager, TestEnv, load_env_specs
 from swerl.execution.harness import END, START, EvalPlan, eval_plan, grade_log, harness_api, status_map
 from swerl.execution.instances import Instance
 from swerl.git.clones import RepoCache
@@ -407,6 +407,26 @@ def _spawn(
         out, _ = proc.communicate()
         return -9, out.decode(errors="replace"), True
     return proc.returncode, out.decode(errors="replace"), False
+
+
+def cached_backend(
+    cache_dir: Path,
+    *,
+    clones: str | Path | None,
+    offline: bool,
+    env_specs: Path | None = None,
+    python: str | None = None,
+    wheelhouse: Path | None = None,
+    **options: Any,
+) -> LocalBackend:
+    """A `LocalBackend` over one cache folder (`CACHE/repos` for mirrors, `CACHE/envs` for environments).
+
+    Evaluation, the execution reward and its bench all share this layout, so one cache serves them all;
+    `env_specs` replaces the built-in specs of SWE-bench's repositories. `options` are LocalBackend's own."""
+    repos = RepoCache(cache_dir / "repos", mirror_dir=clones, offline=offline)
+    specs = load_env_specs(env_specs or BUILTIN_SPECS)
+    envs = EnvManager(cache_dir / "envs", python=python, wheelhouse=wheelhouse, specs=specs)
+    return LocalBackend(repos, envs, **options)
 
 
 def _limit_note(returncode: int, limits: RunLimits) -> str:

@@ -104,15 +104,12 @@ def build_reward(config: GRPOConfig) -> GroupReward:
     """The reward a GRPO config names; `execution` and `hybrid` build the local harness from it."""
     if config.reward not in ("execution", "hybrid"):
         return reward_from_name(config.reward, config.reward_strict)
-    from swerl.execution.envs import BUILTIN_SPECS, EnvManager, load_env_specs
-    from swerl.execution.local import LocalBackend
-    from swerl.git.clones import RepoCache
+    from swerl.execution.local import cached_backend
 
-    cache = Path(config.execution_cache_dir)
-    repos = RepoCache(cache / "repos", mirror_dir=config.execution_clones, offline=config.execution_offline)
-    backend = LocalBackend(
-        repos,
-        EnvManager(cache / "envs", specs=load_env_specs(BUILTIN_SPECS)),
+    backend = cached_backend(
+        Path(config.execution_cache_dir),
+        clones=config.execution_clones,
+        offline=config.execution_offline,
         isolation=config.execution_isolation,
         timeout_s=config.execution_timeout_s,
     )
