@@ -79,6 +79,36 @@ def funnel(out: Path) -> Funnel:
     return result
 
 
+def validation_funnel(out: Path) -> str:
+    """The funnel of a `swerl data validate` output: rows per verdict in the order `REASONS` gives,
+    each with the share of the rows that change tests and the first line of one example's detail, and
+    the flaky tests left out."""
+    from data_pipeline.validate.outcomes import REASONS
+    from data_pipeline.validate.runner import read_results
+
+    results = list(read_results(out).values())
+    counts = Counter(record["reason"] for record in results)
+    tested = len(results) - counts["no_test_change"]
+    lines = [f"rows                         {len(results):>6}"]
+    lines.append(f"  no test change             {counts['no_test_change']:>6}")
+    lines.append(f"rows that change tests       {tested:>6}")
+    for reason in REASONS[2:]:
+        if counts[reason]:
+            example = next(r for r in results if r["reason"] == reason)
+            said = (example["detail"].strip().splitlines() or [""])[0][:100]
+            share = f"{counts[reason] / tested:>5.0%}" if tested else ""
+            lines.append(
+                f"  - {reason:<24} {counts[reason]:>6} {share}  e.g. {example['instance_id']}: {said}"
+            )
+    share = f" ({counts['executable'] / tested:.0%} of the rows that change tests)" if tested else ""
+    lines.append(f"executable                   {counts['executable']:>6}{share}")
+    flaky = sum(len(record["flaky"]) for record in results)
+    lines.append(f"flaky tests left out         {flaky:>6}")
+    seconds = sum(record["seconds"] for record in results)
+    lines.append(f"time in validation           {seconds:>6.0f} s (summed over rows)")
+    return "\n".join(lines)
+
+
 def _column(out: Path, name: str) -> list[int]:
     """`name` of every row in the data shards the manifest records (`data_shards`)."""
     values: list[int] = []
