@@ -86,8 +86,10 @@ def judge(before: Sequence[TestRun], after: Sequence[TestRun]) -> Verdict:
         return Verdict("executable", f2p, p2p, flaky)
     errors = sorted({name for run in after for name in _collection_errors(run)})
     if errors:
-        tail = next(run.log for run in after if _collection_errors(run))[-1500:]
-        return Verdict("collection_error", [], p2p, flaky, f"after the fix: {', '.join(errors)}\n{tail}")
+        log = next(run.log for run in after if _collection_errors(run))
+        said = next((line[1:].strip() for line in log.splitlines() if line.startswith("E ")), "")
+        detail = f"after the fix: {', '.join(errors)}: {said}\n{log[-1500:]}"
+        return Verdict("collection_error", [], p2p, flaky, detail)
     if flaky:
         return Verdict("only_flaky", [], p2p, flaky, f"{len(flaky)} flaky: {', '.join(flaky[:5])}")
     return Verdict(

@@ -125,7 +125,7 @@ def _columns(file: Path) -> set[str]:
     return set(next(iter(stream_records(file)), {}))
 
 
-def test_files_of(test_patch: str) -> list[str]:
+def patch_test_files(test_patch: str) -> list[str]:
     """The Python files a test patch leaves in the tree (added or changed; deleted ones are gone), the
     files validation runs: a path pytest cannot find would end the whole run in a usage error."""
     files = []

@@ -32,7 +32,7 @@ from typing import Any
 from data_pipeline.engines.pools import open_engine
 from data_pipeline.run.runner import progress_bar
 from data_pipeline.validate.outcomes import Verdict, judge
-from data_pipeline.validate.rows import output_row, output_table, test_files_of, version_at
+from data_pipeline.validate.rows import output_row, output_table, patch_test_files, version_at
 from swerl.errors import UserError
 from swerl.execution.base import TestRun
 from swerl.execution.envs import EnvSetupError
@@ -122,7 +122,7 @@ def validate_row(task: RowTask) -> dict[str, Any]:
 
 def _verdict(backend: LocalBackend, instance: Instance, repeats: int) -> tuple[Verdict, str]:
     """Runs before, then after; the first patch that does not apply or run that times out decides."""
-    tests = test_files_of(instance.test_patch)
+    tests = patch_test_files(instance.test_patch)
     sides: dict[str, list[TestRun]] = {"before": [], "after": []}
     recipe = ""
     for side, patches in (("before", ()), ("after", (instance.patch,))):
@@ -200,7 +200,7 @@ def select(instances: Sequence[Instance], max_rows: int | None) -> list[Instance
         if tested == max_rows:
             break
         chosen.append(instance)
-        tested += bool(test_files_of(instance.test_patch))
+        tested += bool(patch_test_files(instance.test_patch))
     return chosen
 
 
@@ -226,7 +226,7 @@ def validate(
     chosen = select(instances, max_rows)
     results = read_results(out)
     for instance in chosen:
-        if not test_files_of(instance.test_patch) and instance.instance_id not in results:
+        if not patch_test_files(instance.test_patch) and instance.instance_id not in results:
             results[instance.instance_id] = _record(instance.instance_id, "no_test_change")
             _append(out, results[instance.instance_id])
     pending = [inst for inst in chosen if results.get(inst.instance_id, {}).get("reason", "error") == "error"]
@@ -241,7 +241,9 @@ def validate(
         queue: collections.deque[Any] = collections.deque()
         for i, instance in enumerate(pending):
             queue.append(submit(validate_row, RowTask(instance, options, repeats, derive_version), i))
-            while len(queue) >= window or (queue and i == len(pending) - 1):
+            # Each verdict is recorded as soon as it is known (a kill loses only rows still running);
+            # the oldest is waited for only once every worker has its share of rows.
+            while queue and (queue[0].done() or len(queue) >= window or i == len(pending) - 1):
                 record = queue.popleft().result()
                 results[record["instance_id"]] = record
                 _append(out, record)
