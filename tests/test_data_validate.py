@@ -114,8 +114,8 @@ def _history(repo: Path) -> None:
 @pytest.fixture(scope="module")
 def mined(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("validate")
-    _history(root / "repo")
-    argv = ["data", "mine", "--local", str(root / "repo"), "--repo-name", "acme/calc", "--quiet"]
+    _history(root / "calc")  # a directory of clones for `--clones`: acme/calc is found as calc
+    argv = ["data", "mine", "--local", str(root / "calc"), "--repo-name", "acme/calc", "--quiet"]
     assert (
         main([*argv, "--clones", str(root / "clones"), "--out", str(root / "mined"), "--workers", "1"]) == 0
     )
@@ -245,24 +245,40 @@ def test_an_environment_that_cannot_be_made_is_named(mined: Path, tmp_path: Path
     assert record["reason"] == "env_failed" and "no Python 1.9" in record["detail"]
 
 
-def test_swebench_rows_and_a_patch_that_does_not_apply(mined: Path, validated: Path, tmp_path: Path) -> None:
+# A gold patch that also edits a test file: the test patch's version of the file is what runs.
+EDITS_A_TEST = "".join(
+    line + "\n"
+    for line in [
+        "diff --git a/tests/test_ops.py b/tests/test_ops.py",
+        "--- a/tests/test_ops.py",
+        "+++ b/tests/test_ops.py",
+        "@@ -2,4 +2,4 @@ from calc.ops import mul",
+        " ",
+        " ",
+        " def test_mul():",
+        "-    assert mul(2, 3) == 6",
+        "+    assert mul(2, 3) == 7",
+    ]
+)
+
+
+def test_swebench_rows(mined: Path, validated: Path, tmp_path: Path) -> None:
+    """Rows in SWE-bench's schema with --clones: one as mined, one whose gold patch does not apply, one
+    whose gold patch breaks a test that the test patch then puts back."""
     rows = pq.read_table(validated / "test.parquet").to_pylist()
-    good = {
-        k: rows[0][k]
-        for k in ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
-    }
-    bad = {
-        **good,
-        "instance_id": "acme__calc-99",
-        "patch": good["patch"].replace("-    return a - b", "-    return a % b"),
-    }
+    columns = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
+    good = {k: rows[0][k] for k in columns}
+    bad = {**good, "instance_id": "acme__calc-99", "patch": good["patch"].replace("a - b", "a % b")}
+    sneaky = {**good, "instance_id": "acme__calc-98", "patch": good["patch"] + EDITS_A_TEST}
     dataset = tmp_path / "lite.jsonl"
-    dataset.write_text("".join(json.dumps(r) + "\n" for r in (good, bad)))
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in (good, bad, sneaky)))
     argv = ["data", "validate", str(dataset), "--out", str(tmp_path / "out"), "--clones", str(mined.parent)]
-    argv += ["--cache-dir", str(mined.parent / "cache"), "--offline", "--quiet", "--repeats", "1"]
+    argv += ["--cache-dir", str(tmp_path / "cache"), "--offline", "--quiet", "--repeats", "1"]
     assert main([*argv, *(["--unsafe-no-isolation"] if ISOLATION == "none" else [])]) == 0
     results = _results(tmp_path / "out")
-    assert results["acme__calc-1"]["FAIL_TO_PASS"] == ["tests/test_ops.py::test_add"]
+    for iid in ("acme__calc-1", "acme__calc-98"):
+        assert results[iid]["FAIL_TO_PASS"] == ["tests/test_ops.py::test_add"]
+        assert results[iid]["PASS_TO_PASS"] == ["tests/test_ops.py::test_mul"]
     assert results["acme__calc-99"]["reason"] == "patch_not_applied"
     assert results["acme__calc-99"]["detail"].startswith("after: patch 0 does not apply")
 

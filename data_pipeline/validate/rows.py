@@ -52,8 +52,9 @@ def is_mined_row(row: Mapping[str, Any]) -> bool:
 
 def mined_instance(row: Mapping[str, Any]) -> Instance:
     """The instance of a mined row: its oracle patch as the gold patch; the rest kept in `extra`. The
-    version is left to `version_at` (it needs the repository)."""
-    known = {"instance_id", "repo", "base_commit", "problem_statement", "oracle_patch", "test_patch"}
+    version is left to `version_at` (it needs the repository). `oracle_patch` stays among the row's own
+    columns too: the similarity reward reads it there."""
+    known = {"instance_id", "repo", "base_commit", "problem_statement", "test_patch"}
     return Instance(
         instance_id=str(row["instance_id"]),
         repo=str(row["repo"]),
@@ -62,7 +63,7 @@ def mined_instance(row: Mapping[str, Any]) -> Instance:
         patch=str(row.get("oracle_patch") or ""),
         test_patch=str(row.get("test_patch") or ""),
         environment_setup_commit=str(row["base_commit"]),
-        extra={k: v for k, v in row.items() if k not in known} | {"oracle_patch": row.get("oracle_patch")},
+        extra={k: v for k, v in row.items() if k not in known},
     )
 
 
