@@ -360,6 +360,9 @@ def test_bad_input_is_one_line(mined: Path, tmp_path: Path, capsys: pytest.Captu
         ([str(mined), "--instance-ids", "acme__calc-404"], "instance ids not in"),
         ([str(mined / "manifest.json")], "lacks instance_id, repo, base_commit"),
     ]
+    argv = ["data", "validate", str(mined), "--out", str(mined), "--offline"]
+    assert main([*argv, "--cache-dir", str(tmp_path / "cache")]) == 1
+    assert "is a mining output; validate into a folder of its own" in capsys.readouterr().err
     for args, said in cases:
         argv = ["data", "validate", *args, "--out", str(tmp_path / "out"), "--offline"]
         assert main([*argv, "--cache-dir", str(tmp_path / "cache")]) == 1

@@ -370,13 +370,15 @@ def _run_validate(args: argparse.Namespace) -> int:
     from data_pipeline.validate.rows import load_input
     from data_pipeline.validate.runner import BackendOptions, validate
     from swerl.execution.harness import harness_api
-    from swerl.paths import hold_folder
+    from swerl.paths import hold_folder, is_mining_output
 
     if args.engine == "ray":
         from data_pipeline.engines.pools import require_ray
 
         require_ray()
     harness_api()  # patches are applied with the harness's commands: a missing swebench is one line now
+    if is_mining_output(args.out):
+        raise UserError(f"--out {args.out} is a mining output; validate into a folder of its own")
     instances, mined, source = load_input(args.input, args.instance_ids)
     local = Path(source["path"]) if source and source.get("kind") == "local" else None
     options = BackendOptions(
