@@ -173,8 +173,9 @@ def test_a_test_past_the_timeout(mined: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     validate(instances, out, _options(mined.parent, timeout_s=3.0), input_name="x", repeats=1, progress=False)
     record = _results(out)["acme__calc-6"]
-    # Before the fix its file does not even import; after it, the test sleeps past the wall clock.
-    assert record["reason"] == "timeout" and record["detail"].startswith("after: past 3 s")
+    # Before the fix its file does not even import; after it, the test sleeps past the wall clock (on a
+    # loaded machine the before-run may already take that long: the verdict is the same).
+    assert record["reason"] == "timeout" and ": past 3 s" in record["detail"]
 
 
 def test_fail_to_pass_and_pass_to_pass(validated: Path) -> None:
