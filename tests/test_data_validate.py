@@ -198,6 +198,7 @@ def test_stats_prints_the_funnel(validated: Path, capsys: pytest.CaptureFixture[
     assert "rows that change tests            4" in out
     assert "executable                        2 (50% of the rows that change tests)" in out
     assert "collection_error" in out and "no_fail_to_pass" in out
+    assert (validated / "stats" / "funnel.png").stat().st_size > 0
 
 
 def test_agentless_evaluates_the_output(validated: Path, tmp_path: Path) -> None:

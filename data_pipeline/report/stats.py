@@ -79,10 +79,10 @@ def funnel(out: Path) -> Funnel:
     return result
 
 
-def validation_funnel(out: Path) -> str:
-    """The funnel of a `swerl data validate` output: rows per verdict in the order `REASONS` gives,
-    each with the share of the rows that change tests and the first line of one example's detail, and
-    the flaky tests left out."""
+def validation_funnel(out: Path) -> tuple[str, Counter[str]]:
+    """The funnel of a `swerl data validate` output, as text and as counts per verdict: rows per
+    verdict in the order `REASONS` gives, each with the share of the rows that change tests and the
+    first line of one example's detail, and the flaky tests left out."""
     from data_pipeline.validate.outcomes import REASONS
     from data_pipeline.validate.runner import read_results
 
@@ -106,7 +106,32 @@ def validation_funnel(out: Path) -> str:
     lines.append(f"flaky tests left out         {flaky:>6}")
     seconds = sum(record["seconds"] for record in results)
     lines.append(f"time in validation           {seconds:>6.0f} s (summed over rows)")
-    return "\n".join(lines)
+    return "\n".join(lines), counts
+
+
+def plot_validation_funnel(path: Path, counts: Counter[str], title: str) -> None:
+    """The rows that change tests per verdict as horizontal bars, executable first, each with its count
+    (matplotlib, Agg: no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from data_pipeline.validate.outcomes import REASONS
+
+    reasons = [reason for reason in REASONS if reason != "no_test_change" and counts[reason]]
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(reasons) + 1.5), layout="constrained")
+    try:
+        colors = ["tab:green" if reason == "executable" else "tab:gray" for reason in reasons]
+        bars = ax.barh(reasons, [counts[reason] for reason in reasons], color=colors)
+        ax.bar_label(bars, padding=3)
+        ax.invert_yaxis()
+        ax.set_xlabel("rows that change tests")
+        ax.set_title(title)
+        ax.margins(x=0.12)
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
 
 
 def _column(out: Path, name: str) -> list[int]:

@@ -219,7 +219,8 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="print the funnel of a mined (or validated) directory and write PNG histograms",
         description="Count candidates, rows and drops per stage and reason from OUT/manifest.json, and "
         "write histograms of prompt tokens and files per instance (PNG) next to it. For a `swerl data "
-        "validate` output: rows per verdict (executable, or why not) and an example of each.",
+        "validate` output: rows per verdict (executable, or why not), an example of each, and their bar "
+        "chart (funnel.png).",
         epilog="example: swerl data stats runs/mined --plots runs/mined/stats",
     )
     stats.add_argument(
@@ -598,11 +599,16 @@ def _run_mine(args: argparse.Namespace) -> int:
 
 
 def _run_stats(args: argparse.Namespace) -> int:
-    from data_pipeline.report.stats import funnel, validation_funnel, write_histograms
+    from data_pipeline.report.stats import funnel, plot_validation_funnel, validation_funnel, write_histograms
     from data_pipeline.validate.runner import RUN_FILE
 
     if (args.dir / RUN_FILE).is_file():
-        print(validation_funnel(args.dir))
+        text, counts = validation_funnel(args.dir)
+        print(text)
+        plots = args.plots or args.dir / "stats"
+        plots.mkdir(parents=True, exist_ok=True)
+        plot_validation_funnel(plots / "funnel.png", counts, f"validation of {args.dir.name}")
+        print(f"wrote {plots / 'funnel.png'}")
         return 0
 
     report = funnel(args.dir)
