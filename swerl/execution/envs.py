@@ -191,6 +191,9 @@ class TestEnv:
 
     python: str
     testbed: Path | None = None
+    recipe: str = ""
+    """How the environment was made, as a JSON string (Python, packages, install steps), recorded with
+    every run in it so that a validated instance says which environment its test lists hold for."""
 
     @property
     def artifacts(self) -> Path | None:

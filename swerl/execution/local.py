@@ -35,7 +35,16 @@ from typing import Any, Literal
 
 from swerl.execution.base import TestRun, parse_pytest_report, test_files
 from swerl.execution.envs import BUILTIN_SPECS, EnvManager, TestEnv, load_env_specs
-from swerl.execution.harness import END, START, EvalPlan, eval_plan, grade_log, harness_api, status_map
+from swerl.execution.harness import (
+    END,
+    START,
+    EvalPlan,
+    eval_plan,
+    grade_log,
+    harness_api,
+    patch_files,
+    status_map,
+)
 from swerl.execution.instances import Instance
 from swerl.git.clones import RepoCache
 from swerl.sandbox.limits import MIB
@@ -287,24 +296,34 @@ class LocalBackend:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def run_tests(self, instance: Instance, tests: Sequence[str], patches: Sequence[str] = ()) -> TestRun:
+    def run_tests(
+        self, instance: Instance, tests: Sequence[str], patches: Sequence[str] = (), test_patch: str = ""
+    ) -> TestRun:
+        """`ExecutionBackend.run_tests`; with `test_patch`, applied last as the harness applies it: the
+        files it touches put back to the base commit after `patches`, then the test patch on top (so a
+        patch that also edited a test file cannot change the tests that judge it). The run carries the
+        environment's recipe."""
         with self._fresh_tree(instance) as (env, tree, scratch):
-            for i, patch in enumerate(patches):
+            steps = list(patches)
+            for i, patch in enumerate([*steps, test_patch] if test_patch else steps):
+                if i == len(steps):
+                    reset_files(tree, instance.base_commit, patch_files(test_patch))
                 applied, said = apply_patch(tree, patch, scratch / f"{i}.diff")
                 if not applied:
-                    return TestRun("apply_failed", log=f"patch {i} does not apply:\n{said}")
+                    what = "the test patch" if i == len(steps) else f"patch {i}"
+                    return TestRun("apply_failed", log=f"{what} does not apply:\n{said}", recipe=env.recipe)
             if not tests:
-                return TestRun("ok")
+                return TestRun("ok", recipe=env.recipe)
             script = shlex.join(["python", *PYTEST_ARGS, *test_files(tests)])
             code, log, timed_out = self._run(instance, env, tree, scratch, script)
         results = parse_pytest_report(log)
         if timed_out:
-            return TestRun("timeout", results, log)
+            return TestRun("timeout", results, log, env.recipe)
         # pytest exits 0 (all passed), 1 (some failed); anything else is an internal or usage error.
         status = "ok" if code in (0, 1) or results else "error"
         if status == "error" and self.limits.rlimits():
             log += _limit_note(code, self.limits)
-        return TestRun(status, results, log)
+        return TestRun(status, results, log, env.recipe)
 
     def evaluate(self, instance: Instance, patch: str | None, log_path: Path) -> EvalRun:
         """Judge `patch` as the harness does; the log goes to `log_path`, graded by the harness's rules."""
