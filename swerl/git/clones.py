@@ -1,9 +1,10 @@
 """Clones: one bare mirror per repository, trees read or checked out at any commit.
 
 Localization only reads blobs, so it never needs a checkout: `files_at` and `read_blobs` go straight to
-the object store. Tests need a work tree: `checkout` makes a shared clone of the mirror at a commit
-(hooks off: a repository's own hooks are code we must not run), leaving the mirror untouched, so many
-checkouts of one repository can coexist.
+the object store. Tests need a work tree: `checkout` makes a repository that holds the one commit and
+its tree and nothing else of the mirror (no later commit, object or ref: code under test, a model's patch
+included, must not find the merged fix in `.git`), with hooks off (a repository's own hooks are code we
+must not run). The mirror is only read, so many checkouts of one repository can coexist.
 
 Where mirrors come from: `mirror_dir` (offline: a directory of clones in any usual layout, see
 `find_clone`), else GitHub over https unless `offline`.
@@ -229,17 +230,40 @@ class RepoCache:
         return data.decode("utf-8", errors="replace")
 
     def checkout(self, repo: str, commit: str, dest: str | Path) -> Path:
-        """A git work tree of `commit` at `dest` (a fresh directory), sharing the mirror's objects.
+        """A git work tree of `commit` at `dest` (a fresh directory) whose repository holds that commit only.
 
         For tests: the harness's patch commands need a repository (`git apply --3way`, a reset between
-        attempts, `git checkout <base> -- <test files>`). No hooks run (hooksPath is /dev/null), and the
-        mirror is never written.
+        attempts, `git checkout <base> -- <test files>`, which names the commit by its sha, so the commit
+        keeps its sha: a shallow repository, its parents cut off). What the tree's `.git` holds is one
+        pack of the commit, its trees and blobs, copied out of the mirror: no alternates, remote, refs
+        or `FETCH_HEAD` lead back to it, and no reflog is kept. The pack is stored uncompressed and
+        without deltas: the commit's objects are copied rather than compressed again, which makes
+        a checkout cost little more than writing the files. No hooks run (hooksPath is /dev/null), and
+        the mirror is never written.
         """
         bare = self.ensure(repo, commit)
         target = Path(dest)
-        run_git(None, "clone", "--quiet", "--shared", "--no-checkout", str(bare), str(target))
+        git_dir = target / ".git"
+        run_git(None, "init", "--quiet", "--template=", str(target))
+        with (git_dir / "config").open("a", encoding="utf-8") as config:
+            config.write("[core]\n\tlogAllRefUpdates = false\n")  # no reflog: the later value wins
+        # `--shallow C` then `C`: the commit and everything its tree reaches, none of its ancestors.
+        pack = run_git(
+            bare,
+            "-c",
+            "pack.window=0",
+            "-c",
+            "pack.compression=0",
+            "pack-objects",
+            "--revs",
+            "--quiet",
+            "--stdout",
+            stdin=f"--shallow {commit}\n{commit}\n".encode(),
+        )
+        run_git(git_dir, "index-pack", "--stdin", stdin=pack)
+        (git_dir / "shallow").write_text(f"{commit}\n", encoding="ascii")
         run_git(
-            target / ".git",
+            git_dir,
             "-c",
             "advice.detachedHead=false",
             "checkout",
