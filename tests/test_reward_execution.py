@@ -8,6 +8,8 @@ that changes how the tests run instead of the code scores 0.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,40 @@ for _rev in _git("rev-list", "--all").split():
     if "return a " + "+ b" in _src:
         break
 exec(_src)
+"""
+# A stand-in gold patch that takes the fix from wherever `.git` could lead to it: every ref, reflog and
+# FETCH_HEAD, every 40-hex name in any file under .git (packed-refs, shallow, logs), the fix commit by its
+# sha, and every object the repository can read (packs, loose objects and the stores its alternates file
+# names, the mirror's path among them). `FIX` is filled in with the fix commit's sha.
+FIND_FIX = """import os, re, subprocess
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_MARK = "return a " + "+ b"
+
+
+def _git(*args):
+    return subprocess.run(["git", *args], cwd=_ROOT, capture_output=True).stdout.decode(errors="replace")
+
+
+def _fixed():
+    revs = {"FIX"} | set(_git("log", "--all", "--reflog", "--format=%H").split())
+    for folder, _, names in os.walk(os.path.join(_ROOT, ".git")):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as handle:
+                revs.update(re.findall("[0-9a-f]{40}", handle.read().decode(errors="replace")))
+    for rev in revs:
+        source = _git("show", rev + ":calc/ops.py")
+        if _MARK in source:
+            return source
+    for line in _git("cat-file", "--batch-all-objects", "--batch-check").splitlines():
+        sha, kind = line.split()[:2]
+        source = _git("cat-file", "-p", sha) if kind == "blob" else ""
+        if source.startswith("def add") and _MARK in source:
+            return source
+    return None
+
+
+exec(_fixed() or "def add(a, b):\\n    return None\\n\\n\\ndef sub(a, b):\\n    return a - b\\n")
 """
 PATCH_PYTEST = """import _pytest.reports
 
@@ -262,17 +298,7 @@ def test_an_unknown_repository_is_not_executable_and_a_raising_harness_is_an_inf
                 "outside the process sees the difference",
             ),
         ),
-        pytest.param(
-            {
-                "calc/ops.py": READ_FIX,
-            },
-            id="read-fix-from-git",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the local backend's tree is a shared clone of the whole mirror: later commits are "
-                "readable by the code under test",
-            ),
-        ),
+        pytest.param({"calc/ops.py": READ_FIX}, id="read-fix-from-git"),
     ],
 )
 def test_an_answer_that_changes_how_the_tests_run_scores_zero(
@@ -281,6 +307,33 @@ def test_an_answer_that_changes_how_the_tests_run_scores_zero(
     reward, inst = setup
     result = reward.score_patch(inst, _patch(hack))
     assert (result.reward, result.kind) == (0.0, "unresolved"), result
+
+
+def test_a_patch_that_reads_the_fix_from_git_finds_nothing(
+    setup: tuple[ExecutionReward, Instance], tmp_path: Path
+) -> None:
+    reward, inst = setup
+    repos = reward.backend.repos
+    fix = git(repos.mirror_dir / "acme__calc", "rev-parse", "fix").strip()
+    assert repos.has_commit(inst.repo, fix)  # the mirror holds the fix, as a mined repository's does
+    stand_in = FIND_FIX.replace('"FIX"', repr(fix))
+    probe = [sys.executable, "-c", "from calc.ops import add; print(add(2, 2))"]
+
+    def add_two_and_two(tree: Path) -> str:
+        (tree / "calc" / "ops.py").write_text(stand_in, encoding="utf-8")
+        return subprocess.run(probe, cwd=tree, capture_output=True, text=True, check=True).stdout.strip()
+
+    # Control: a shared clone of the mirror (as test trees once were) hands the stand-in the fix.
+    shared = tmp_path / "shared"
+    git(tmp_path, "clone", "-q", "--shared", str(repos.bare_path(inst.repo)), str(shared))
+    git(shared, "checkout", "-q", inst.base_commit)
+    assert add_two_and_two(shared) == "4"
+    tree = repos.checkout(inst.repo, inst.base_commit, tmp_path / "tree")
+    assert git(tree, "rev-list", "--all").split() == [inst.base_commit]
+    assert not (tree / ".git" / "objects" / "info" / "alternates").exists()
+    assert add_two_and_two(tree) == "None"
+    result = reward.score_patch(inst, _patch({"calc/ops.py": stand_in}))
+    assert (result.reward, result.kind, result.fail_to_pass) == (0.0, "unresolved", (0, 2)), result
 
 
 def test_guarded_paths_and_what_is_dropped() -> None:

@@ -243,6 +243,8 @@ class RepoCache:
         """
         bare = self.ensure(repo, commit)
         target = Path(dest)
+        if target.exists() and any(target.iterdir()):
+            raise GitError(f"cannot check out {repo} at {target}: not an empty directory")
         git_dir = target / ".git"
         run_git(None, "init", "--quiet", "--template=", str(target))
         with (git_dir / "config").open("a", encoding="utf-8") as config:
