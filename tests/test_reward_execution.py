@@ -336,6 +336,38 @@ def test_a_patch_that_reads_the_fix_from_git_finds_nothing(
     assert (result.reward, result.kind, result.fail_to_pass) == (0.0, "unresolved", (0, 2)), result
 
 
+def test_an_install_sees_the_tags_and_history_then_the_tree_holds_the_base_commit_again(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "clones" / "acme__tagged"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    for n, tag in ((1, "v1.0"), (2, None), (3, None), (4, "v2.0")):
+        _write(repo, {"calc/version.txt": f"{n}\n"})
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", f"commit {n}")
+        if tag:
+            git(repo, "tag", "-a", tag, "-m", tag)
+    base = git(repo, "rev-parse", "HEAD~1").strip()
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    tree = repos.checkout("acme/tagged", base, tmp_path / "tree")
+    with repos.lend_history("acme/tagged", tree):
+        # What setuptools_scm and versioneer ask, answered as in a clone with the history up to the base.
+        assert git(tree, "describe", "--tags", "--long").strip() == f"v1.0-2-g{base[:7]}"
+        assert git(tree, "rev-list", "--count", "HEAD").strip() == "3"
+    assert git(tree, "rev-list", "--all").split() == [base]
+    assert git(tree, "describe", "--tags", "--always").strip() == base[:7]
+    assert git(tree, "status", "--porcelain") == ""
+    assert sorted(p.name for p in (tree / ".git").iterdir()) == [
+        "HEAD",
+        "config",
+        "index",
+        "objects",
+        "refs",
+        "shallow",
+    ]
+
+
 def test_guarded_paths_and_what_is_dropped() -> None:
     assert guarded_path("src/pkg/conftest.py") and guarded_path("testing/python/raises.py")
     assert guarded_path("pkg/test_x.py") and guarded_path("a.pth") and guarded_path("setup.cfg")

@@ -275,7 +275,8 @@ class LocalBackend:
         scratch = Path(tempfile.mkdtemp(prefix="swerl-tests-", dir=self.work_root))
         try:
             tree = self.repos.checkout(instance.repo, instance.base_commit, scratch / "repo")
-            env = self.envs.env_for(instance, tree)
+            with self.repos.lend_history(instance.repo, tree):  # for an install's `git describe`
+                env = self.envs.env_for(instance, tree)
             if env.testbed is None:
                 yield env, tree, scratch
                 return

@@ -12,6 +12,7 @@ Where mirrors come from: `mirror_dir` (offline: a directory of clones in any usu
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -275,3 +276,31 @@ class RepoCache:
             cwd=target,
         )
         return target
+
+    @contextlib.contextmanager
+    def lend_history(self, repo: str, tree: Path) -> Iterator[Path]:
+        """Give a `checkout` the mirror's history and tags for the duration of the block, then take it back.
+
+        For installing an environment from the tree: install steps compute the project's version with
+        `git describe` (setuptools_scm, versioneer), which needs the tags and the commits between, as the
+        harness's image (a clone with the history up to the base commit) has them; a tree with one commit
+        gives `0.1.dev1`, below a `minversion` the project's own configuration demands. What is lent
+        cannot reach a patch: the install runs the repository's code at its base commit, before any
+        patch, and the tree is put back as `checkout` made it (its one commit only) before any test
+        runs in it. Only tags are lent: `git describe` considers the ones reachable from the commit,
+        so a later tag changes nothing. Lending writes three small files.
+        """
+        git_dir = tree / ".git"
+        bare = self.bare_path(repo)
+        shallow = (git_dir / "shallow").read_bytes()
+        tags = run_git(bare, "for-each-ref", "--format=%(objectname) %(refname)", "refs/tags")
+        (git_dir / "objects" / "info").mkdir(parents=True, exist_ok=True)
+        (git_dir / "objects" / "info" / "alternates").write_text(f"{bare / 'objects'}\n", encoding="utf-8")
+        (git_dir / "packed-refs").write_bytes(tags)
+        (git_dir / "shallow").unlink()
+        try:
+            yield tree
+        finally:
+            (git_dir / "objects" / "info" / "alternates").unlink(missing_ok=True)
+            (git_dir / "packed-refs").unlink(missing_ok=True)
+            (git_dir / "shallow").write_bytes(shallow)
