@@ -368,6 +368,31 @@ def test_an_install_sees_the_tags_and_history_then_the_tree_holds_the_base_commi
     ]
 
 
+def test_the_ray_engine_runs_a_group_as_tasks_on_a_local_instance(
+    setup: tuple[ExecutionReward, Instance], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ray = pytest.importorskip("ray")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # a local instance, never someone's cluster
+    reward, inst = setup
+    group = [inst.patch, "", _patch({"calc/ops.py": HALF}), inst.patch]
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = ExecutionReward(reward.backend, engine="ray", workers=2, log_dir=tmp_path / "logs")
+        results = on_ray.score_group(inst, group)
+    finally:
+        ray.shutdown()
+    # The verdicts the threads engine gives (the tests above), the duplicate judged once.
+    assert [(r.reward, r.kind, r.fail_to_pass) for r in results] == [
+        (1.0, "resolved", (2, 2)),
+        (0.0, "unresolved", (0, 2)),
+        (0.0, "unresolved", (1, 2)),
+        (1.0, "resolved", (2, 2)),
+    ]
+    # Numbered by the driver, logged by Ray's workers (the empty patch, job 2, needs no run).
+    logs = sorted(p.parent.name for p in (tmp_path / "logs").rglob("test_output.txt"))
+    assert logs == ["000001", "000003"]
+
+
 def test_guarded_paths_and_what_is_dropped() -> None:
     assert guarded_path("src/pkg/conftest.py") and guarded_path("testing/python/raises.py")
     assert guarded_path("pkg/test_x.py") and guarded_path("a.pth") and guarded_path("setup.cfg")
