@@ -287,8 +287,9 @@ class RepoCache:
         gives `0.1.dev1`, below a `minversion` the project's own configuration demands. What is lent
         cannot reach a patch: the install runs the repository's code at its base commit, before any
         patch, and the tree is put back as `checkout` made it (its one commit only) before any test
-        runs in it. Only tags are lent: `git describe` considers the ones reachable from the commit,
-        so a later tag changes nothing. Lending writes three small files.
+        runs in it. Of the refs, only the tags are lent: `git describe` considers those reachable from
+        the commit, so a later tag changes nothing. Lending costs one `git for-each-ref` and three small
+        files.
         """
         git_dir = tree / ".git"
         bare = self.bare_path(repo)
