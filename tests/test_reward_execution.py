@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from swerl.edit_format import build_git_patch
+from swerl.errors import UserError
 from swerl.execution.envs import EnvManager
 from swerl.execution.instances import Instance
 from swerl.execution.local import LocalBackend
@@ -391,6 +392,17 @@ def test_the_ray_engine_runs_a_group_as_tasks_on_a_local_instance(
     # Numbered by the driver, logged by Ray's workers (the empty patch, job 2, needs no run).
     logs = sorted(p.parent.name for p in (tmp_path / "logs").rglob("test_output.txt"))
     assert logs == ["000001", "000003"]
+
+
+def test_the_ray_engine_without_ray_says_how_to_install_it(
+    setup: tuple[ExecutionReward, Instance], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reward, inst = setup
+    with pytest.raises(UserError, match="unknown execution engine 'spark'"):
+        ExecutionReward(reward.backend, engine="spark")  # type: ignore[arg-type]
+    monkeypatch.setitem(sys.modules, "ray", None)  # an import of ray now fails, as where it is not installed
+    with pytest.raises(UserError, match=r"pip install 'swerl\[ray\]'"):
+        ExecutionReward(reward.backend, engine="ray").score_group(inst, [inst.patch])
 
 
 def test_guarded_paths_and_what_is_dropped() -> None:
