@@ -284,7 +284,8 @@ class LocalBackend:
         scratch = Path(tempfile.mkdtemp(prefix="swerl-tests-", dir=self.work_root))
         try:
             tree = self.repos.checkout(instance.repo, instance.base_commit, scratch / "repo")
-            env = self.envs.env_for(instance, tree)
+            with self.repos.lend_history(instance.repo, tree):  # for an install's `git describe`
+                env = self.envs.env_for(instance, tree)
             if env.testbed is None:
                 yield env, tree, scratch
                 return
@@ -315,7 +316,7 @@ class LocalBackend:
             if not tests:
                 return TestRun("ok", recipe=env.recipe)
             script = shlex.join(["python", *PYTEST_ARGS, *test_files(tests)])
-            code, log, timed_out = self._run(instance, env, tree, scratch, script)
+            code, log, timed_out = self._run(env, tree, scratch, script)
         results = parse_pytest_report(log)
         if timed_out:
             return TestRun("timeout", results, log, env.recipe)
@@ -340,7 +341,7 @@ class LocalBackend:
                 reset_files(tree, instance.base_commit, plan.reset_files)
                 test_applied, said = apply_patch(tree, instance.test_patch, scratch / "test.diff")
                 lines.append(said if test_applied else f"[swerl] the test patch does not apply:\n{said}")
-                code, output, timed_out = self._run(instance, env, tree, scratch, plan.test_cmd)
+                code, output, timed_out = self._run(env, tree, scratch, plan.test_cmd)
                 lines += [f": '{START}'", output.rstrip("\n"), f": '{END}'", f"{api.TEST_EXIT_CODE}: {code}"]
                 if timed_out:
                     lines.append(f"{api.TESTS_TIMEOUT}: {self.timeout_s:g} s")
@@ -350,19 +351,16 @@ class LocalBackend:
         report = grade_log(instance, plan, patch, str(log_path))
         return EvalRun(log, report, status_map(instance, plan, str(log_path)), plan, applied)
 
-    def _run(
-        self, instance: Instance, env: TestEnv, tree: Path, scratch: Path, script: str
-    ) -> tuple[int, str, bool]:
+    def _run(self, env: TestEnv, tree: Path, scratch: Path, script: str) -> tuple[int, str, bool]:
         """Run shell lines in the tree, sandboxed: (exit status, output, timed out).
 
-        The mirror is visible read-only: the tree is a shared clone that reads its objects from there,
-        and code may call git at import time (versioneer's `_version.py` counts commits, as the harness's
-        /testbed, a full clone, allows)."""
+        The mirror stays outside: the tree's repository holds the base commit by itself (`checkout`),
+        so code that calls git at import time (versioneer's `_version.py`) still finds a repository,
+        and nothing in the sandbox leads to a later commit."""
         bin_dir = _shims(scratch / "bin", env.python)
         test_env = _test_env(tree, bin_dir, installed=env.testbed is not None)
         if self._bwrap is None:
             return _spawn(self._argv(env, script), tree, test_env, self.timeout_s)
-        mirror = self.repos.bare_path(instance.repo).resolve()
         # The first line inside the sandbox writes to a pipe of ours: a run that wrote nothing there never
         # started (a path to bind that is missing, no namespaces), which is the machinery's failure, not a
         # test log. (bubblewrap's own --info-fd is written before its mounts, so it cannot tell.)
@@ -370,7 +368,7 @@ class LocalBackend:
         try:
             started_line = f"printf started >&{write_end}; exec {write_end}>&-\n"
             argv = self._argv(env, started_line + script)
-            cmd = bwrap_command(self._bwrap, env.python, tree, argv, test_env, [bin_dir, mirror])
+            cmd = bwrap_command(self._bwrap, env.python, tree, argv, test_env, [bin_dir])
             code, out, timed_out = _spawn(cmd, tree, None, self.timeout_s, pass_fds=(write_end,))
             os.close(write_end)
             write_end = -1
