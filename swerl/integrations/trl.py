@@ -116,16 +116,17 @@ def execution_reward_function(
     function, named `execution_reward` / `hybrid_reward` unless `name` says otherwise.
 
     The rows need SWE-bench's columns (`instance_id`, `repo`, `base_commit`, `FAIL_TO_PASS`,
-    `PASS_TO_PASS`, `test_patch`, `version`, as `swerl data validate` writes them) besides `code_context`:
-    1 resolved, 0 not, -1 malformed. None where the tests cannot judge: a row that is not executable
-    (under `hybrid` it gets the similarity reward instead) and an infrastructure failure after its retry.
+    `PASS_TO_PASS`, `test_patch`, `version`); the answer's edits apply to the files the model saw
+    (`code_context`; one missing there is read from the base tree). 1 resolved, 0 not, -1 malformed.
+    None where the tests cannot judge: a row that is not executable (under `hybrid` it gets the
+    similarity reward instead) and an infrastructure failure after its retry.
     A batch's answers to one instance are judged as one group: identical patches run once, distinct ones
     `workers` at a time. The local harness lives in `cache_dir` (mirrors and environments, the layout
     `swerl agentless evaluate` and `swerl reward score --cache-dir` share); `clones`, `offline` and
     `backend_options` (`isolation`, `timeout_s`, `limits`, `env_specs`, `python`, `wheelhouse`) are the
     command's local backend options.
     """
-    from swerl.execution.local import cached_backend
+    from swerl.execution.local import cached_backend  # the harness: only for those who run tests
 
     if reward not in ("execution", "hybrid"):
         raise UserError(f"unknown execution reward {reward!r}; use execution or hybrid")
