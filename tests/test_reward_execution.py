@@ -1,8 +1,8 @@
 """The execution reward on a real git repository, judged by the local harness (offline, real pytest runs).
 
-The repository is stdlib-only, so its tests run in the shared interpreter through PYTHONPATH; a later
-commit on another branch holds the fix, as a mined repository's history does. Each hack of an answer
-that changes how the tests run instead of the code scores 0.
+The repository (calc_repo) is stdlib-only, so its tests run in the shared interpreter through
+PYTHONPATH; a later commit on another branch holds the fix, as a mined repository's history does. Each
+hack of an answer that changes how the tests run instead of the code scores 0.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from calc_repo import BASE, FIXED, HALF, ISOLATION, NEW_TESTS, OPS, build_calc, write_files
 
 from swerl.edit_format import build_git_patch
 from swerl.errors import UserError
-from swerl.execution.envs import EnvManager
 from swerl.execution.instances import Instance
 from swerl.execution.local import LocalBackend
 from swerl.git.clones import RepoCache
@@ -28,21 +28,10 @@ from swerl.reward.execution import (
     not_executable,
     row_instance,
 )
-from swerl.sandbox.bwrap import isolation_available
 from swerl.synth_repo import git
 
 pytest.importorskip("swebench")
-ISOLATION = "bwrap" if isolation_available() is None else "none"
 
-OPS = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
-FIXED = OPS.replace("return a - b\n\n\ndef sub", "return a + b\n\n\ndef sub")
-TESTS = "from calc.ops import add, sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n"
-NEW_TESTS = (
-    TESTS
-    + "\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_add_neg():\n    assert add(-1, 1) == 0\n"
-)
-HALF = OPS.replace("return a - b\n\n\ndef sub", "return a * b\n\n\ndef sub")  # right for 2 + 2 only
-BASE = {"calc/__init__.py": "", "calc/ops.py": OPS, "tests/test_ops.py": TESTS}
 READ_FIX = """import subprocess
 
 def _git(*args):
@@ -107,40 +96,9 @@ PLUGIN = (
 )
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text, encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExecutionReward, Instance]:
-    root = tmp_path_factory.mktemp("exec")
-    repo = root / "clones" / "acme__calc"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    _write(repo, BASE)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "initial")
-    base = git(repo, "rev-parse", "HEAD").strip()
-    git(repo, "checkout", "-q", "-b", "fix")  # the fix lies in the history, as in any mined repository
-    _write(repo, {"calc/ops.py": FIXED, "tests/test_ops.py": NEW_TESTS})
-    git(repo, "commit", "-qam", "fix add")
-    git(repo, "checkout", "-q", "main")
-    instance = Instance(
-        "acme__calc-1",
-        "acme/calc",
-        base,
-        "add subtracts",
-        patch=build_git_patch({"calc/ops.py": OPS}, {"calc/ops.py": FIXED}),
-        test_patch=build_git_patch({"tests/test_ops.py": TESTS}, {"tests/test_ops.py": NEW_TESTS}),
-        fail_to_pass=("tests/test_ops.py::test_add", "tests/test_ops.py::test_add_neg"),
-        pass_to_pass=("tests/test_ops.py::test_sub",),
-        version="1.0",
-    )
-    repos = RepoCache(root / "repos", mirror_dir=root / "clones", offline=True)
-    backend = LocalBackend(repos, EnvManager(root / "envs"), isolation=ISOLATION, timeout_s=120)
-    return ExecutionReward(backend), instance
+    return build_calc(tmp_path_factory.mktemp("exec"))
 
 
 def _patch(files: dict[str, str]) -> str:
@@ -344,7 +302,7 @@ def test_an_install_sees_the_tags_and_history_then_the_tree_holds_the_base_commi
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     for n, tag in ((1, "v1.0"), (2, None), (3, None), (4, "v2.0")):
-        _write(repo, {"calc/version.txt": f"{n}\n"})
+        write_files(repo, {"calc/version.txt": f"{n}\n"})
         git(repo, "add", "-A")
         git(repo, "commit", "-qm", f"commit {n}")
         if tag:
