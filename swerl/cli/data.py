@@ -374,9 +374,9 @@ def _run_validate(args: argparse.Namespace) -> int:
     from swerl.paths import hold_folder, is_mining_output
 
     if args.engine == "ray":
-        from data_pipeline.engines.pools import require_ray
+        from swerl.ray_cluster import require_ray
 
-        require_ray()
+        require_ray("--engine ray")
     harness_api()  # patches are applied with the harness's commands: a missing swebench is one line now
     if is_mining_output(args.out):
         raise UserError(f"--out {args.out} is a mining output; validate into a folder of its own")
@@ -570,9 +570,9 @@ def _require_mine_options(args: argparse.Namespace) -> None:
         if problem:
             raise UserError(f"--tokenizer {problem}")
     if args.engine == "ray":
-        from data_pipeline.engines.pools import require_ray
+        from swerl.ray_cluster import require_ray
 
-        require_ray()  # the run imports it anyway, once its directory is written
+        require_ray("--engine ray")  # the run imports it anyway, once its directory is written
 
 
 def _run_mine(args: argparse.Namespace) -> int:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
-import os
 import re
 import tempfile
 import threading
@@ -61,6 +60,7 @@ from swerl.errors import UserError
 from swerl.execution.harness import eval_plan, harness_api
 from swerl.execution.instances import Instance, instance_from_row
 from swerl.git import GitError
+from swerl.ray_cluster import connect
 
 if TYPE_CHECKING:
     from swerl.execution.local import LocalBackend
@@ -321,7 +321,7 @@ class ExecutionReward:
     def _on_ray(self, instance: Instance, patches: Sequence[str]) -> list[ExecutionResult]:
         """`score_patch` of each patch as a Ray task, all submitted at once; a task that Ray itself lost
         (its worker or node died, after Ray's own retries) is an infrastructure error, never a verdict."""
-        ray = _ray_session(self.workers)
+        ray, _ = connect(self.workers, "the ray execution engine")
         remote = _ray_task(ray)
         options = (self.backend, self.shaping, self.retries, self.log_dir)
         refs = [remote.remote(options, instance, patch, self._counter.next() - 1) for patch in patches]
@@ -333,22 +333,6 @@ class ExecutionReward:
                 said = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}"
                 results.append(ExecutionResult(None, "infra_error", "worker_lost", said))
         return results
-
-
-def _ray_session(workers: int) -> Any:
-    """The `ray` module, connected: to the cluster of `RAY_ADDRESS`, else a local instance of `workers`
-    CPUs (an instance the process already started is used as it is)."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError("the ray execution engine needs Ray: pip install 'swerl[ray]'") from None
-    if not ray.is_initialized():
-        address = os.environ.get("RAY_ADDRESS") or None
-        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if address is None:
-            options["num_cpus"] = max(1, workers)
-        ray.init(address=address, **options)
-    return ray
 
 
 @functools.cache
