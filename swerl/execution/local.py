@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from swerl.execution.base import TestRun, parse_pytest_report, test_files
-from swerl.execution.envs import BUILTIN_SPECS, EnvManager, TestEnv, load_env_specs
+from swerl.execution.envs import BUILTIN_SPECS, EnvManager, TestEnv, code_paths, load_env_specs
 from swerl.execution.harness import END, START, EvalPlan, eval_plan, grade_log, harness_api, status_map
 from swerl.execution.instances import Instance
 from swerl.git.clones import RepoCache
@@ -149,8 +149,7 @@ def _test_env(workdir: Path, bin_dir: Path, installed: bool) -> dict[str, str]:
     """
     env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"}
     if not installed:
-        paths = [str(workdir)] + ([str(workdir / "src")] if (workdir / "src").is_dir() else [])
-        env["PYTHONPATH"] = ":".join(paths)
+        env["PYTHONPATH"] = ":".join(code_paths(workdir))
     return env
 
 
