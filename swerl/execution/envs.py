@@ -29,17 +29,18 @@ plugins would otherwise leak into every repository's tests.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import glob
 import hashlib
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from swerl.errors import UserError
@@ -308,11 +309,14 @@ class EnvManager:
         when = row_date(instance.extra.get("created_at"), tree)
         preferred = _version_of(self.base_python)
         candidates = recipes_for(
-            tree, when, self.available_pythons(), preferred=preferred, base_commit=instance.base_commit
+            tree,
+            when,
+            self.available_pythons(),
+            preferred=preferred,
+            base_commit=instance.base_commit,
+            dated=self.wheelhouse is None,
         )
         candidates = [self._interpreter_instead(r, preferred) for r in candidates]
-        if self.wheelhouse is not None:  # the wheelhouse is the resolution: no index, no dates
-            candidates = [replace(r, cutoff="") for r in candidates if r.name != "editable-today"]
         digest = hashlib.sha256("\n".join(r.to_json() for r in candidates).encode()).hexdigest()[:16]
         choice = self.root / "auto" / repo_slug(instance.repo) / "choices" / f"{digest}.json"
         if choice.is_file():
@@ -343,9 +347,9 @@ class EnvManager:
     def _interpreter_instead(self, recipe: Recipe, preferred: str) -> Recipe:
         """The running interpreter in place of a PYTHONPATH recipe that would only add pytest to a venv
         of that very Python: nothing to build (the fast path of stdlib-only code)."""
-        bare = recipe.name == "pythonpath" and len(recipe.requirements) == 1
+        bare = recipe.name == "pythonpath" and not recipe.requirements
         if bare and recipe.python == preferred and has_pytest(self.base_python):
-            return Recipe("interpreter", recipe.python, ("pytest",))
+            return Recipe("interpreter", recipe.python)
         return recipe
 
     def _recipe_env(
@@ -374,42 +378,81 @@ class EnvManager:
         self, env: Path, owner: str, tree: Path, recipe: Recipe, targets: list[str] | None
     ) -> None:
         """A venv of the recipe's Python with its requirements and, for an installing recipe, the
-        project installed at `env/testbed` and its tests collected there."""
+        project installed at `env/testbed` and its tests collected there.
+
+        Three steps: the tools without the cutoff (pytest of the date, and for an install a pip that
+        installs any project in editable mode plus the build backend the project declares); the
+        dependencies as of the cutoff (the project's, read by the resolver from its setup.py or
+        pyproject with the recipe's extra, and the requirement lines); the project itself, editable,
+        without dependencies or build isolation, by the venv's pip, which falls back to `setup.py
+        develop` for projects older than editable wheels."""
         base = find_python(recipe.python)
         venv_hint = f"{base} cannot create venvs (Debian/Ubuntu: install python3-venv)."
         _step(owner, [base, "-m", "venv", str(env / "venv")], venv_hint, self._pip_env(env))
-        requirements = env / "requirements.txt"
-        requirements.write_text("".join(f"{line}\n" for line in recipe.requirements), encoding="utf-8")
-        self._install(env, owner, ["-r", str(requirements)], env, recipe.cutoff)
+        testbed = env / "testbed"
+        if recipe.install:
+            shutil.copytree(tree, testbed, symlinks=True)
+        sources = ["-r", str(env / "requirements.txt")] if recipe.requirements else []
+        if sources:
+            (env / "requirements.txt").write_text("\n".join(recipe.requirements) + "\n", encoding="utf-8")
+        if self.wheelhouse is not None or self._uv() is None:
+            tools = [recipe.pytest]
+            project = ["-e", f".[{recipe.extra}]" if recipe.extra else "."] if recipe.install else []
+        else:
+            tools = [recipe.pytest, *(["pip>=21.3", *_build_requires(testbed)] if recipe.install else [])]
+            if recipe.install:
+                sources += ["-r", _declaration_file(testbed)] + (
+                    ["--extra", recipe.extra] if recipe.extra else []
+                )
+            project = []
+        self._install(env, owner, tools, env, "")
+        if sources:
+            self._install(env, owner, sources, testbed if recipe.install else env, recipe.cutoff)
+        if project:
+            self._install(env, owner, project, testbed, recipe.cutoff)
+        elif recipe.install:
+            editable = [
+                "python",
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "-e",
+                ".",
+            ]
+            self._pip_step(env, owner, editable, testbed)
         if not recipe.install:
             return
-        testbed = env / "testbed"
-        shutil.copytree(tree, testbed, symlinks=True)
-        self._install(env, owner, shlex.split(recipe.install), testbed, recipe.cutoff)
         if targets is not None:
             self._collect(owner, str(env / "venv" / "bin" / "python"), testbed, targets, installed=True)
         _keep_artifacts(testbed, env / "artifacts")
 
     def _install(self, env: Path, owner: str, args: list[str], cwd: Path, cutoff: str) -> None:
-        """pip install `args` into `env`; with a cutoff through uv's `--exclude-newer` (pip resolves as
-        of a date only from 26.0 on, which Pythons before 3.9 cannot run, and here it would also take
-        today's releases from the machine's local indexes, which serve no upload times)."""
-        if not cutoff:
+        """Install `args` into `env`: from a wheelhouse with pip; else with uv, as of `cutoff` when it is
+        set (`--exclude-newer`; the build tools setuptools and wheel exempt, since a build environment
+        of the date lacks what today's resolver needs to build at all). Why uv: pip resolves as of a
+        date only from 26.0 on, which Pythons before 3.9 cannot run, and here it would also take
+        today's releases from the machine's local indexes, which serve no upload times. Without uv an
+        undated install falls back to the venv's pip; a dated one fails (its recipe is then skipped),
+        since nothing newer than its date may come in."""
+        uv = self._uv() if self.wheelhouse is None else None
+        if uv is None and not cutoff:
             self._pip_step(env, owner, ["python", "-m", "pip", "install", "-q", *args], cwd)
             return
-        uv = self._uv() if self.wheelhouse is None else None
         if uv is None:
             raise EnvSetupError(
                 f"could not create the test environment of {owner}: resolving as of {cutoff} needs uv "
                 "(not on PATH and not installable here, or a wheelhouse is used)"
             )
+        dated = []
+        if cutoff:
+            today = dt.date.today().isoformat()
+            dated = ["--exclude-newer", cutoff]
+            dated += [f"--exclude-newer-package={tool}={today}" for tool in ("setuptools", "wheel")]
         python = str(env / "venv" / "bin" / "python")
-        self._pip_step(
-            env,
-            owner,
-            [uv, "pip", "install", "-q", "--python", python, "--exclude-newer", cutoff, *args],
-            cwd,
-        )
+        self._pip_step(env, owner, [uv, "pip", "install", "-q", "--python", python, *dated, *args], cwd)
 
     def _uv(self) -> str | None:
         """uv, for installs as of a date: on PATH, else installed once into a tool venv of our own."""
@@ -629,3 +672,22 @@ def _version_of(python: str) -> str:
 def code_paths(tree: Path) -> list[str]:
     """Where code that is not installed is found: the tree's root and, for a `src/` layout, its `src`."""
     return [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
+
+
+def _build_requires(tree: Path) -> list[str]:
+    """The build backend a project declares (`[build-system].requires`), setuptools and wheel for one
+    that declares none (a bare setup.py)."""
+    try:
+        data = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        data = {}
+    return list(data.get("build-system", {}).get("requires", [])) or ["setuptools", "wheel"]
+
+
+def _declaration_file(tree: Path) -> str:
+    """The file the resolver reads the project's dependencies from: pyproject.toml where it has a
+    `[project]` table, else setup.py, else setup.cfg."""
+    pyproject = tree / "pyproject.toml"
+    if pyproject.is_file() and "[project]" in pyproject.read_text(encoding="utf-8", errors="replace"):
+        return str(pyproject)
+    return str(tree / "setup.py") if (tree / "setup.py").is_file() else str(tree / "setup.cfg")

@@ -43,7 +43,8 @@ from swerl.sandbox.limits import MIB
 Isolation = Literal["bwrap", "none"]
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives", "/etc/ssl")
-PYTEST_ARGS = ("-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q", "--no-header")
+PYTEST_ARGS = ("-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q")
+"""No option newer than pytest 4.6, the oldest an inferred environment gets (`recipes.PYTEST_FLOOR`)."""
 _LIMITER = (
     "import json, os, resource, sys\n"
     "for which, value in json.loads(sys.argv[1]):\n"

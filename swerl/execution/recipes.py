@@ -79,6 +79,10 @@ PYTEST_LAST = {"2.7": "5.0", "3.6": "7.1", "3.7": "8.0", "3.8": "8.4"}
 PYTEST_FIRST = {"3.10": "6.2.5", "3.11": "7.1", "3.12": "7.3", "3.13": "8.2"}
 """The first pytest release that runs on a Python (its lower bound there, whatever the date)."""
 
+PYTEST_FLOOR = "4.6"
+"""The oldest pytest a recipe takes: the first whose `-rA` summary lists passed tests, which test runs
+are graded from. Older dates get the 4.6 line (pytest is installed without the cutoff)."""
+
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 """Extras that hold what the tests need, in the order they are preferred."""
 
@@ -100,19 +104,28 @@ _REQUIREMENT_FILES = (
 _VERSION = re.compile(r"(?<![\d.])([23]\.\d{1,2})(?![\d.])")
 _CLASSIFIER = re.compile(r"Programming Language :: Python :: ([23]\.\d{1,2})\b")
 _TOX_ENV = re.compile(r"\bpy([23])(\d{1,2})\b")
+_TOX_FACTOR = re.compile(r"^[\w,-]+:\s")
+"""A tox deps line that applies to some environments only (`py26: unittest2`)."""
 _COMPILED = ("*.c", "*.pyx", "*.cpp")
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """How one environment is built: the Python version, pip requirements installed first (pytest of
-    the date, requirement files, tox deps), what of the project is installed (`-e .`, `-e .[tests]`, or
+    """How one environment is built: the Python version, pytest of the date, pip requirements installed
+    next (requirement files, tox deps; runtime dependencies where the project is not installed), what of
+    the project is installed (`-e .`, `-e .[tests]`, or
     nothing: the code is found through PYTHONPATH), and the upload cutoff of the resolution."""
 
     name: str
     python: str
+    pytest: str = "pytest"
+    """pytest's requirement, installed first and without the cutoff (see `PYTEST_FLOOR`)."""
     requirements: tuple[str, ...] = ()
     install: str = ""
+    """`editable` (the project installed in editable mode with its dependencies) or empty (nothing
+    installed: the code is found through PYTHONPATH)."""
+    extra: str = ""
+    """The project's extra installed with it (`tests` for `.[tests]`)."""
     cutoff: str = ""
     """ISO date; nothing uploaded on or after it is installed (where the resolver can tell)."""
     sources: str = ""
@@ -297,7 +310,7 @@ def read_declarations(root: Path) -> Declarations:
     test_requirements = [line for name in _REQUIREMENT_FILES[1:] for line in _requirement_lines(root / name)]
     for section in ("testenv", "testenv:py", "testenv:test", "testenv:tests"):
         for line in _cfg_list(tox.get(section, "deps", fallback="")):
-            if not line.startswith(("-", ".", "{")) and "{" not in line:
+            if not line.startswith(("-", ".")) and "{" not in line and not _TOX_FACTOR.match(line):
                 test_requirements.append(line)
     if runtime is not None:
         runtime += _requirement_lines(root / "requirements.txt")
@@ -370,16 +383,16 @@ def choose_python(
 
 
 def pytest_requirement(python: str, when: dt.date) -> str:
-    """pytest as of `when`: below the line after the date's one, within what `python` runs."""
+    """pytest as of `when`: below the first line released after the date, within what `python` runs,
+    and never older than `PYTEST_FLOOR` (then within the floor's line)."""
+    lower = max(PYTEST_FLOOR, PYTEST_FIRST.get(python, PYTEST_FLOOR), key=_version_tuple)
     upper = next((line for line, first in PYTEST_LINES if first > when), "")
     last = PYTEST_LAST.get(python, "")
     if last and (not upper or _version_tuple(last) < _version_tuple(upper)):
         upper = last
-    first = PYTEST_FIRST.get(python, "")
-    if first and upper and _version_tuple(first) >= _version_tuple(upper):
-        upper = ""
-    bounds = [f">={first}" if first else "", f"<{upper}" if upper else ""]
-    return "pytest" + ",".join(b for b in bounds if b)
+    if upper and _version_tuple(upper) <= _version_tuple(lower):
+        upper = next((line for line, _ in PYTEST_LINES if _version_tuple(line) > _version_tuple(lower)), "")
+    return f"pytest>={lower}" + (f",<{upper}" if upper else "")
 
 
 def cutoff_of(when: dt.date) -> str:
@@ -395,24 +408,29 @@ def recipes_for(
     *,
     preferred: str = "",
     base_commit: str = "",
+    dated: bool = True,
 ) -> list[Recipe]:
-    """The recipes to try for the repository at `tree`, most faithful first (see the module docstring)."""
+    """The recipes to try for the repository at `tree`, most faithful first (see the module docstring).
+
+    `dated` False (installs from a wheelhouse, which is the resolution) leaves out the cutoff, the
+    pytest bounds and the recipe with today's releases."""
     decl = read_declarations(tree)
     python, _why = choose_python(decl, when, available, preferred)
-    pytest_pin = pytest_requirement(python, when)
-    cutoff = cutoff_of(when)
+    pytest_pin = pytest_requirement(python, when) if dated else "pytest"
+    cutoff = cutoff_of(when) if dated else ""
     sources = decl.sources + (f"@{base_commit[:12]}" if decl.compiled else "")
     recipes: list[Recipe] = []
+    common = {"python": python, "pytest": pytest_pin}
+    editable = {**common, "install": "editable", "sources": sources}
     if decl.installable:
         if decl.test_extra or decl.test_requirements:
-            install = f"-e .[{decl.test_extra}]" if decl.test_extra else "-e ."
-            requirements = (pytest_pin, *decl.test_requirements)
-            recipes.append(Recipe("test-extras", python, requirements, install, cutoff, sources))
-        recipes.append(Recipe("editable", python, (pytest_pin,), "-e .", cutoff, sources))
-    runtime = decl.runtime or ()
-    recipes.append(Recipe("pythonpath", python, (pytest_pin, *runtime, *decl.test_requirements), "", cutoff))
-    if decl.installable:
-        recipes.append(Recipe("editable-today", python, (pytest_pin,), "-e .", "", sources))
+            test = {"requirements": decl.test_requirements, "extra": decl.test_extra}
+            recipes.append(Recipe("test-extras", **editable, **test, cutoff=cutoff))
+        recipes.append(Recipe("editable", **editable, cutoff=cutoff))
+    requirements = (*(decl.runtime or ()), *decl.test_requirements)
+    recipes.append(Recipe("pythonpath", **common, requirements=requirements, cutoff=cutoff))
+    if decl.installable and dated:
+        recipes.append(Recipe("editable-today", **editable))
     return recipes
 
 
