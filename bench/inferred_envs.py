@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -75,6 +76,11 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated repository names to keep")
     args = parser.parse_args()
     years = [int(y) for y in args.years.split(",")]
+    skipped: list[str] = []  # the recipes tried before the one kept, and why they failed
+    handler = logging.Handler()
+    handler.emit = lambda record: skipped.append(record.getMessage()[-1500:])  # type: ignore[method-assign]
+    logging.getLogger("swerl.execution.envs").addHandler(handler)
+    logging.getLogger("swerl.execution.envs").setLevel(logging.INFO)
     repos = RepoCache(args.cache / "repos", mirror_dir=args.clones, offline=True)
     envs = EnvManager(args.cache / "envs")
     backend = LocalBackend(repos, envs, timeout_s=600)
@@ -97,6 +103,7 @@ def main() -> int:
                 extra={"created_at": date},
             )
             row: dict[str, object] = {"repo": repo, "commit": sha[:12], "date": date, "tests": len(files)}
+            skipped.clear()
             with tempfile.TemporaryDirectory() as scratch:
                 tree = repos.checkout(repo, sha, Path(scratch) / "tree")
                 start = time.perf_counter()
@@ -126,9 +133,13 @@ def main() -> int:
                 }
                 if not statuses:
                     row["log_tail"] = run.log[-1500:]
+            row["skipped"] = list(skipped)
             with args.out.open("a") as out:
                 out.write(json.dumps(row) + "\n")
-            print(json.dumps({k: v for k, v in row.items() if k not in ("error", "log_tail")}), flush=True)
+            print(
+                json.dumps({k: v for k, v in row.items() if k not in ("error", "log_tail", "skipped")}),
+                flush=True,
+            )
     return 0
 
 

@@ -34,6 +34,7 @@ import fcntl
 import glob
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -186,6 +187,8 @@ class TestEnv:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+_log = logging.getLogger(__name__)
+
 COLLECT_TIMEOUT_S = 300.0
 """How long a recipe's collection check may take (a hanging import fails the recipe, not the run)."""
 
@@ -330,7 +333,8 @@ class EnvManager:
             try:
                 env = self._recipe_env(owner, instance.repo, tree, recipe, targets)
             except EnvSetupError as err:
-                failures.append(f"recipe {recipe.name} (Python {recipe.python}): {_tail(str(err), 900)}")
+                failures.append(f"recipe {recipe.name} (Python {recipe.python}): {_abridged(str(err))}")
+                _log.info("%s: %s", owner, failures[-1])
                 continue
             choice.parent.mkdir(parents=True, exist_ok=True)
             tmp = choice.with_suffix(".tmp")
@@ -655,6 +659,12 @@ def _step(
         f"could not create the test environment of {owner}: `{' '.join(cmd)}` exited with status "
         f"{done.returncode}:\n{output}\n{hint}"
     )
+
+
+def _abridged(message: str, head: int = 500, tail: int = 900) -> str:
+    """A failed step's message kept short: its start (which step, which command) and its end (the log's
+    last lines, where the cause is)."""
+    return message if len(message) <= head + tail else f"{message[:head]} [...] {message[-tail:]}"
 
 
 def _tail(text: str, size: int) -> str:

@@ -352,9 +352,10 @@ def choose_python(
     """(version, why): the Python the repository's declarations allow at `when`, among `available`.
 
     requires-python filters; the versions the repository lists (classifiers, tox, CI) decide, the
-    newest of them released by `when`; a repository listing only versions this machine lacks gets the
-    next newer one it has. One listing nothing gets the newest Python settled by `when`, or `preferred`
-    (the running interpreter, which needs no build) where that one qualifies too."""
+    newest of them released by `when` (the oldest where none was); a repository listing only versions
+    this machine lacks gets the next newer one it has. One listing nothing gets the newest Python
+    settled by `when`, or `preferred` (the running interpreter, which needs no build) where that one
+    qualifies too."""
     try:
         allowed = SpecifierSet(decl.requires_python or "")
     except InvalidSpecifier:
@@ -368,8 +369,10 @@ def choose_python(
     if decl.listed_pythons:
         listed = [v for v in usable if v in decl.listed_pythons]
         dated = [v for v in listed if PYTHON_RELEASES[v] <= when]
-        if dated or listed:
-            return (dated or listed)[-1], f"the newest listed by {decl.listed_from} at {when}"
+        if dated:
+            return dated[-1], f"the newest listed by {decl.listed_from} at {when}"
+        if listed:
+            return listed[0], f"the oldest listed by {decl.listed_from} (none existed at {when})"
         newest_listed = _version_tuple(decl.listed_pythons[-1])
         newer = [v for v in usable if _version_tuple(v) > newest_listed]
         if newer:
