@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import functools
 import glob
 import hashlib
 import json
@@ -672,6 +673,7 @@ def _tail(text: str, size: int) -> str:
     return text.strip()[-size:]
 
 
+@functools.cache
 def _version_of(python: str) -> str:
     """`3.11` for an interpreter (empty when it does not run)."""
     probe = "import sys; print('%d.%d' % sys.version_info[:2])"
