@@ -205,6 +205,8 @@ def test_collection_targets_come_from_the_row(tmp_path: Path) -> None:
     patch = "diff --git a/tests/test_b.py b/tests/test_b.py\n--- a/tests/test_b.py\n"
     assert collect_targets(tree, ["tests/test_a.py::test_x"], "") == ["tests/test_a.py"]
     assert collect_targets(tree, [], patch) == ["tests/test_b.py"]
+    conftest = "diff --git a/tests/conftest.py b/tests/conftest.py\n"
+    assert collect_targets(tree, [], conftest) == ["tests", "testing"]  # no tests in a conftest
     new_file = "diff --git a/tests/test_new.py b/tests/test_new.py\n"
     assert collect_targets(tree, [], new_file) == ["tests", "testing"]  # not at the base commit yet
 

@@ -107,6 +107,7 @@ _CLASSIFIER = re.compile(r"Programming Language :: Python :: ([23]\.\d{1,2})\b")
 _TOX_ENV = re.compile(r"\bpy([23])(\d{1,2})\b")
 _TOX_FACTOR = re.compile(r"^[\w,-]+:\s")
 """A tox deps line that applies to some environments only (`py26: unittest2`)."""
+_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 _COMPILED = ("*.c", "*.pyx", "*.cpp")
 
 
@@ -458,11 +459,12 @@ def recipes_for(
 
 
 def collect_targets(tree: Path, tests: Iterable[str], test_patch: str) -> list[str]:
-    """What the collection check hands pytest: the row's test files that exist at the base commit
-    (from its test lists, else its test patch), else the usual test directories, else the tree."""
+    """What the collection check hands pytest: the row's test modules that exist at the base commit
+    (from its test lists and its test patch; a conftest.py or helper holds no tests to collect), else
+    the usual test directories, else the tree."""
     names = [t.split("::", 1)[0] for t in tests]
     names += re.findall(r"^diff --git a/(\S+) b/", test_patch, flags=re.MULTILINE)
-    present = [n for n in dict.fromkeys(names) if n.endswith(".py") and (tree / n).is_file()]
+    present = [n for n in dict.fromkeys(names) if _TEST_MODULE.search(n) and (tree / n).is_file()]
     if present:
         return present
     return [d for d in ("tests", "test", "testing") if (tree / d).is_dir()] or ["."]
