@@ -29,7 +29,8 @@ from swerl.execution.local import LocalBackend
 from swerl.execution.recipes import recipe_from_json
 from swerl.git.clones import RepoCache
 
-TEST_FILE = re.compile(r"(^|/)(tests?/.*\.py|test_[^/]*\.py|[^/]*_test\.py)$")
+TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+"""Test modules (a conftest.py or a helper holds no tests to run)."""
 
 
 def _git(repo: Path, *args: str) -> str:
