@@ -629,7 +629,7 @@ def test_a_relative_root_from_another_directory_installs_nothing_outside(
     run = backend.run_tests(instance, ["tests/test_usesdep.py::test_doubled"])
     assert run.results == {"tests/test_usesdep.py::test_doubled": "PASSED"}, run.log
     assert not fake_python.exists(), fake_python.read_text()  # the machine's python was never called
-    assert list((elsewhere / "rel-cache" / "envs" / "acme__usesdep").glob("*/.swerl-ready"))
+    assert list((elsewhere / "rel-cache" / "envs" / "auto" / "acme__usesdep").glob("*/.swerl-ready"))
 
 
 USESDEP_FILES = {"usesdep/__init__.py": USESDEP, "tests/test_usesdep.py": USESDEP_TEST}

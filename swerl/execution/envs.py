@@ -309,7 +309,7 @@ class EnvManager:
         owner = f"{instance.repo} (base commit {instance.base_commit[:12]})"
         recorded = instance.extra.get("env_recipe")
         if recorded:
-            return self._recipe_env(owner, instance.repo, tree, recipe_from_json(str(recorded)), None)
+            return self._recipe_env(owner, instance.repo, tree, recipe_from_json(str(recorded)))
         when = row_date(instance.extra.get("created_at"), tree)
         preferred = _version_of(self.base_python)
         candidates = recipes_for(
@@ -325,25 +325,36 @@ class EnvManager:
         choice = self.root / "auto" / repo_slug(instance.repo) / "choices" / f"{digest}.json"
         if choice.is_file():
             remembered = recipe_from_json(choice.read_text(encoding="utf-8"))
-            return self._recipe_env(owner, instance.repo, tree, remembered, None)
+            return self._recipe_env(owner, instance.repo, tree, remembered)
         if choice in self._failed:
             raise EnvSetupError(self._failed[choice])
         targets = collect_targets(tree, [*instance.fail_to_pass, *instance.pass_to_pass], instance.test_patch)
-        failures = []
+        failures: list[str] = []
+        fallback: tuple[Recipe, TestEnv] | None = None
         for recipe in candidates:
             try:
-                env = self._recipe_env(owner, instance.repo, tree, recipe, targets)
+                env = self._recipe_env(owner, instance.repo, tree, recipe)
             except EnvSetupError as err:
                 failures.append(f"recipe {recipe.name} (Python {recipe.python}): {_abridged(str(err))}")
                 _log.info("%s: %s", owner, failures[-1])
                 continue
-            choice.parent.mkdir(parents=True, exist_ok=True)
-            tmp = choice.with_suffix(".tmp")
-            tmp.write_text(recipe.to_json(), encoding="utf-8")
-            os.replace(tmp, choice)
+            try:
+                self._collect(owner, env, tree, targets)
+            except EnvSetupError as err:
+                failures.append(f"recipe {recipe.name} (Python {recipe.python}): {_abridged(str(err))}")
+                _log.info("%s: %s", owner, failures[-1])
+                fallback = fallback or (recipe, env)
+                continue
+            _remember(choice, recipe)
             return env
+        if fallback is not None:
+            # Every environment that could be built fails to collect: the tests themselves cannot
+            # start here (a module this machine lacks). Kept, so the runs say so as test errors.
+            _log.warning("%s: no recipe collected %s; keeping recipe %s", owner, targets, fallback[0].name)
+            _remember(choice, fallback[0])
+            return fallback[1]
         message = (
-            f"could not create the test environment of {owner}: no recipe collected its tests "
+            f"could not create the test environment of {owner}: no recipe could be built "
             f"({', '.join(targets)}):\n" + "\n".join(failures)
         )
         self._failed[choice] = message
@@ -357,33 +368,23 @@ class EnvManager:
             return Recipe("interpreter", recipe.python)
         return recipe
 
-    def _recipe_env(
-        self, owner: str, repo: str, tree: Path, recipe: Recipe, targets: list[str] | None
-    ) -> TestEnv:
-        """The environment of `recipe`, built if it is not ready. Recipes that install the project
-        collect `targets` inside their build (a build that cannot collect is never marked ready); the
-        others, shared by every repository with the same requirements, collect them afterwards on
-        `tree`, when `targets` is given (a first choice, not a remembered or recorded one)."""
+    def _recipe_env(self, owner: str, repo: str, tree: Path, recipe: Recipe) -> TestEnv:
+        """The environment of `recipe`, built if it is not ready: for recipes that install the project
+        one per repository (and sources), for the others one shared by every repository with the same
+        requirements."""
         text = recipe.to_json()
         if recipe.name == "interpreter" and _version_of(self.base_python) == recipe.python:
-            python = self.base_python
-        else:
-            folder = repo_slug(repo) if recipe.install else "shared"
-            env = self.root / "auto" / folder / f"{recipe.name}-{recipe.key()}"
-            who = f"{owner}, recipe {recipe.name}, Python {recipe.python}"
-            self._build(env, who, lambda: self._build_recipe(env, who, tree, recipe, targets), True)
-            python = str(env / "venv" / "bin" / "python")
-            if recipe.install:
-                return TestEnv(python, env / "testbed", text)
-        if targets is not None:
-            self._collect(owner, python, tree, targets, installed=False)
-        return TestEnv(python, None, text)
+            return TestEnv(self.base_python, None, text)
+        folder = repo_slug(repo) if recipe.install else "shared"
+        env = self.root / "auto" / folder / f"{recipe.name}-{recipe.key()}"
+        who = f"{owner}, recipe {recipe.name}, Python {recipe.python}"
+        self._build(env, who, lambda: self._build_recipe(env, who, tree, recipe), True)
+        python = str(env / "venv" / "bin" / "python")
+        return TestEnv(python, env / "testbed" if recipe.install else None, text)
 
-    def _build_recipe(
-        self, env: Path, owner: str, tree: Path, recipe: Recipe, targets: list[str] | None
-    ) -> None:
+    def _build_recipe(self, env: Path, owner: str, tree: Path, recipe: Recipe) -> None:
         """A venv of the recipe's Python with its requirements and, for an installing recipe, the
-        project installed at `env/testbed` and its tests collected there.
+        project installed at `env/testbed`.
 
         Three steps: the tools without the cutoff (pytest of the date, and for an install a pip that
         installs any project in editable mode plus the build backend the project declares); the
@@ -428,11 +429,8 @@ class EnvManager:
                 ".",
             ]
             self._pip_step(env, owner, editable, testbed)
-        if not recipe.install:
-            return
-        if targets is not None:
-            self._collect(owner, str(env / "venv" / "bin" / "python"), testbed, targets, installed=True)
-        _keep_artifacts(testbed, env / "artifacts")
+        if recipe.install:
+            _keep_artifacts(testbed, env / "artifacts")
 
     def _install(self, env: Path, owner: str, args: list[str], cwd: Path, cutoff: str) -> None:
         """Install `args` into `env`: from a wheelhouse with pip; else with uv, as of `cutoff` when it is
@@ -473,20 +471,27 @@ class EnvManager:
             self._uv_path = found
         return self._uv_path or None
 
-    def _collect(self, owner: str, python: str, tree: Path, targets: list[str], installed: bool) -> None:
+    def _collect(self, owner: str, env: TestEnv, tree: Path, targets: list[str]) -> None:
         """The recipe's test: pytest collects the row's test files in `tree` without an error, the code
-        found through its install or, without one, through PYTHONPATH (as the test runs find it).
+        found as the test runs find it: through the install (the tree put in the testbed, under the
+        environment's lock, with the install's artifacts) or through PYTHONPATH.
 
         Collection imports repository code outside the sandbox, as the install steps before it do:
         building an environment trusts the repository at its base commit, never a patch."""
         values = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        values["PATH"] = f"{Path(python).parent}:{values.get('PATH', '/usr/bin:/bin')}"
+        values["PATH"] = f"{Path(env.python).parent}:{values.get('PATH', '/usr/bin:/bin')}"
         values["PYTHONDONTWRITEBYTECODE"] = "1"
-        if not installed:
-            values["PYTHONPATH"] = ":".join(code_paths(tree))
-        argv = [python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *targets]
+        argv = [env.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *targets]
         hint = "The install succeeded but pytest cannot collect the tests in this environment."
-        _step(owner, argv, hint, values, cwd=tree, timeout_s=COLLECT_TIMEOUT_S)
+        if env.testbed is None:
+            values["PYTHONPATH"] = ":".join(code_paths(tree))
+            _step(owner, argv, hint, values, cwd=tree, timeout_s=COLLECT_TIMEOUT_S)
+            return
+        with env.lock():
+            shutil.rmtree(env.testbed, ignore_errors=True)
+            shutil.copytree(tree, env.testbed, symlinks=True)
+            env.restore_artifacts(env.testbed)
+            _step(owner, argv, hint, values, cwd=env.testbed, timeout_s=COLLECT_TIMEOUT_S)
 
     def python_for(self, instance: Instance, tree: Path) -> str:
         """The interpreter of `env_for` (for callers that only need to know which one it is)."""
@@ -703,3 +708,11 @@ def _declaration_file(tree: Path) -> str:
     if pyproject.is_file() and "[project]" in pyproject.read_text(encoding="utf-8", errors="replace"):
         return str(pyproject)
     return str(tree / "setup.py") if (tree / "setup.py").is_file() else str(tree / "setup.cfg")
+
+
+def _remember(choice: Path, recipe: Recipe) -> None:
+    """Record the recipe kept for a set of candidates, whole or not at all (written, then renamed)."""
+    choice.parent.mkdir(parents=True, exist_ok=True)
+    tmp = choice.with_name(f".{choice.name}.{os.getpid()}.tmp")
+    tmp.write_text(recipe.to_json(), encoding="utf-8")
+    os.replace(tmp, choice)
