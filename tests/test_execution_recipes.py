@@ -64,11 +64,12 @@ tests = ["pytest-mock"]
 OLD_SETUP = """\
 from setuptools import setup
 
+EXTRAS_REQUIRE = {"testing": ["mock"]}
 setup(
     name="old",
     version="0.3",
     install_requires=["six>=1.5"],
-    extras_require={"testing": ["mock"]},
+    extras_require=EXTRAS_REQUIRE,
 )
 """
 

@@ -208,15 +208,25 @@ def _read(path: Path) -> str:
 
 
 def _literal_keyword(setup_py: str, name: str) -> Any:
-    """The literal value of `name=` in a setup.py's call; None when absent or computed."""
+    """The literal value of `name=` in a setup.py's call, directly or through a module-level name
+    bound to a literal (`EXTRAS_REQUIRE = {...}`, `setup(extras_require=EXTRAS_REQUIRE)`); None when
+    absent or computed."""
     try:
         tree = ast.parse(setup_py)
     except SyntaxError:
         return None
+    bound = {
+        target.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == name:
+            value = bound.get(node.value.id, node.value) if isinstance(node.value, ast.Name) else node.value
             try:
-                return ast.literal_eval(node.value)
+                return ast.literal_eval(value)
             except ValueError:
                 return None
     return None
