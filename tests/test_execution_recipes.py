@@ -212,6 +212,7 @@ def test_collection_targets_come_from_the_row(tmp_path: Path) -> None:
     assert collect_targets(tree, [], new_file) == ["tests", "testing"]  # not at the base commit yet
 
 
+@pytest.mark.slow  # three environments built: about 15 s alone, 40 s on a busy machine
 @pytest.mark.usefixtures("no_index")
 def test_the_first_recipe_that_collects_is_kept_shared_and_remembered(
     wheelhouse: Path,  # noqa: F811
@@ -257,6 +258,7 @@ def test_the_first_recipe_that_collects_is_kept_shared_and_remembered(
     assert "/auto/shared/pythonpath-" in env.python
 
 
+@pytest.mark.slow  # two environments built
 @pytest.mark.usefixtures("no_index")
 def test_tests_that_collect_nowhere_keep_the_first_environment_built(
     wheelhouse: Path,  # noqa: F811
