@@ -93,7 +93,7 @@ def main() -> int:
         if args.only and repo.split("/")[1] not in args.only.split(","):
             continue
         for sha, date, files in base_commits(mirror, years):
-            if (repo, sha) in done:
+            if (repo, sha[:12]) in done:
                 continue
             instance = Instance(
                 f"{repo.replace('/', '__')}-{sha[:8]}",
