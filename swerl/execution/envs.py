@@ -159,9 +159,11 @@ class TestEnv:
     python: str
     testbed: Path | None = None
     recipe: str = ""
-    """How the environment was built, as JSON: for an inferred one its `Recipe` (python, recipe name,
-    requirement set, install, cutoff), which a validated row carries as `env_recipe` to be rebuilt
-    exactly; for a built-in spec its name and key. Empty for a fixed interpreter (`--python`)."""
+    """How the environment was built, as JSON, recorded with every run in it so that a validated
+    instance says which environment its test lists hold for: for an inferred one its `Recipe` (python,
+    recipe name, pytest, requirement set, install, cutoff), which a validated row carries as
+    `env_recipe` to be rebuilt exactly; for a built-in spec its name and key. Empty for a fixed
+    interpreter (`--python`)."""
 
     @property
     def artifacts(self) -> Path | None:
