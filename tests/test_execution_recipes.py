@@ -27,7 +27,6 @@ from swerl.execution.recipes import (
     choose_python,
     collect_targets,
     cutoff_of,
-    declared_on,
     pytest_requirement,
     read_declarations,
     recipe_from_json,
@@ -35,7 +34,6 @@ from swerl.execution.recipes import (
     row_date,
 )
 from swerl.git.clones import RepoCache
-from swerl.synth_repo import git
 
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 """The running interpreter's version: the wheelhouse's wheels are made from it."""
@@ -172,14 +170,12 @@ def test_row_dates_cutoffs_and_recorded_recipes(tmp_path: Path) -> None:
     clone = tmp_path / "clones" / "acme__dated"
     assert row_date("", clone) == dt.date(2025, 1, 1)  # the commit's date (fixed by the test's git)
     assert instance.base_commit and cutoff_of(dt.date(2019, 6, 20)) == "2019-06-01"
-    # Requirements pinned on the 10th name releases of the 10th: the cutoff moves there, never past the date.
-    assert cutoff_of(dt.date(2024, 3, 23), dt.date(2024, 3, 10)) == "2024-03-10"
-    assert cutoff_of(dt.date(2024, 3, 23), dt.date(2024, 2, 10)) == "2024-03-01"
-    assert declared_on(clone) is None  # the commit changed no declaration
-    _write(clone, {"requirements.txt": "six\n"})
-    git(clone, "add", "-A")
-    git(clone, "commit", "-qm", "pin")
-    assert declared_on(clone) == dt.date(2025, 1, 1)
+    # A pin may name a release of earlier that month: pinned repositories resolve as of the date itself.
+    assert cutoff_of(dt.date(2024, 3, 23), pinned=True) == "2024-03-23"
+    pinned = _tree(
+        tmp_path / "pinned", {"setup.py": OLD_SETUP, "requirements/tests.txt": "packaging==24.0\n"}
+    )
+    assert recipes_for(pinned, dt.date(2024, 3, 23), ALL)[0].cutoff == "2024-03-23"
 
     recipe = Recipe("test-extras", "3.9", "pytest<7", ("mock",), "editable", "tests", "2021-03-01", "abc")
     assert recipe_from_json(recipe.to_json()) == recipe

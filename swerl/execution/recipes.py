@@ -5,9 +5,9 @@ supports (requires-python, trove classifiers, tox's envlist, its CI matrix), wha
 (pyproject, setup.py, setup.cfg, requirement files, tox deps) and what its tests need on top (a test
 extra such as `.[tests]`, a test requirements file). What it does not say is which releases of all that
 existed when the PR was merged; old code breaks under today's releases (numpy 2, pytest 8, setuptools
-without distutils), so a recipe carries a cutoff date (`cutoff_of`: the first day of the row's month,
-or the day the declarations last changed if later) and the resolver installs nothing uploaded after it
-where the index serves upload times.
+without distutils), so a recipe carries a cutoff date (`cutoff_of`: the first day of the row's month, or
+the row's date for a repository that pins exact releases) and the resolver installs nothing uploaded
+after it where the index serves upload times.
 
 Inference gives a short list of recipes, the most faithful first (test extras and requirement files
 as of the date, then the bare project as of the date, then no install at all with the code found
@@ -410,29 +410,12 @@ def pytest_requirement(python: str, when: dt.date) -> str:
     return f"pytest>={lower}" + (f",<{upper}" if upper else "")
 
 
-def cutoff_of(when: dt.date, declared_on: dt.date | None = None) -> str:
+def cutoff_of(when: dt.date, pinned: bool = False) -> str:
     """The upload cutoff of a row's date: the first day of its month, so that rows of one month share
-    their environments while nothing newer than the date is installed; but never before the day the
-    repository last changed its declarations (`declared_on`), whose pins name releases of that day."""
-    start = when.replace(day=1)
-    if declared_on is not None and declared_on > start:
-        start = min(declared_on, when)
-    return start.isoformat()
-
-
-def declared_on(tree: Path) -> dt.date | None:
-    """The committer date of the last commit that changed the files recipes read (None outside git)."""
-    if not (tree / ".git").exists():
-        return None
-    names = ["setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "requirements*.txt", "requirements"]
-    done = subprocess.run(
-        ["git", "-C", str(tree), "log", "-1", "--format=%cs", "HEAD", "--", *names],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    text = done.stdout.strip()
-    return dt.date.fromisoformat(text) if done.returncode == 0 and text else None
+    their environments while nothing newer than the date is installed; the date itself for a
+    repository that pins exact releases (`==`), since a pin may name one from earlier that month (the
+    base commit, and so its pins, predate the row's date)."""
+    return (when if pinned else when.replace(day=1)).isoformat()
 
 
 def recipes_for(
@@ -451,7 +434,8 @@ def recipes_for(
     decl = read_declarations(tree)
     python, _why = choose_python(decl, when, available, preferred)
     pytest_pin = pytest_requirement(python, when) if dated else "pytest"
-    cutoff = cutoff_of(when, declared_on(tree)) if dated else ""
+    pinned = any("==" in line for line in (*(decl.runtime or ()), *decl.test_requirements))
+    cutoff = cutoff_of(when, pinned) if dated else ""
     sources = decl.sources + (f"@{base_commit[:12]}" if decl.compiled else "")
     recipes: list[Recipe] = []
     common = {"python": python, "pytest": pytest_pin}
