@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from swerl.execution.base import TestRun, parse_pytest_report, test_files
-from swerl.execution.envs import BUILTIN_SPECS, EnvManager, TestEnv, load_env_specs
+from swerl.execution.envs import BUILTIN_SPECS, EnvManager, TestEnv, code_paths, load_env_specs
 from swerl.execution.harness import (
     END,
     START,
@@ -52,7 +52,8 @@ from swerl.sandbox.limits import MIB
 Isolation = Literal["bwrap", "none"]
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives", "/etc/ssl")
-PYTEST_ARGS = ("-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q", "--no-header")
+PYTEST_ARGS = ("-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q")
+"""No option newer than pytest 4.6, the oldest an inferred environment gets (`recipes.PYTEST_FLOOR`)."""
 _LIMITER = (
     "import json, os, resource, sys\n"
     "for which, value in json.loads(sys.argv[1]):\n"
@@ -158,8 +159,7 @@ def _test_env(workdir: Path, bin_dir: Path, installed: bool) -> dict[str, str]:
     """
     env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"}
     if not installed:
-        paths = [str(workdir)] + ([str(workdir / "src")] if (workdir / "src").is_dir() else [])
-        env["PYTHONPATH"] = ":".join(paths)
+        env["PYTHONPATH"] = ":".join(code_paths(workdir))
     return env
 
 
