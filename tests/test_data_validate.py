@@ -240,9 +240,11 @@ def test_a_flaky_test_is_left_out() -> None:
 def test_an_environment_that_cannot_be_made_is_named(mined: Path, tmp_path: Path) -> None:
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps({"acme/calc": {"*": {"python": "1.9"}}}))
-    instances, _, _ = load_input(mined, ["acme__calc-1"])
+    instances, _, source = load_input(mined, ["acme__calc-1"])
+    assert source is not None
     out = tmp_path / "out"
-    validate(instances, out, _options(mined.parent, env_specs=specs), input_name="x", progress=False)
+    options = _options(mined.parent, env_specs=specs)
+    validate(instances, out, options, input_name="x", local_source=Path(source["path"]), progress=False)
     record = _results(out)["acme__calc-1"]
     assert record["reason"] == "env_failed" and "no Python 1.9" in record["detail"]
 
