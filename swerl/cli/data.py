@@ -9,6 +9,7 @@ from pathlib import Path
 
 from data_pipeline.config import MineConfig
 from swerl.cli.args import (
+    local_or_name,
     existing_dir,
     existing_path,
     nonnegative_int,
@@ -189,6 +190,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     mine.add_argument(
         "--decontaminate-with",
         action="append",
+        type=local_or_name,
         default=[],
         metavar="SPEC",
         help="benchmark instances to exclude: a .txt/.json/.jsonl/.parquet file or hf:NAME[:SPLIT] "
