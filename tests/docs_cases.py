@@ -40,6 +40,8 @@ class Case:
     timeout_s: float = 300
 
 
+# The RLEF configs' run, one step of each part.
+_RLEF_SMALL = " --set max_steps=1 --set sft_warmup_steps=1 --set eval_samples=1"
 # Where the tiny CPU configs expect `swerl quickstart`'s model: a reader who has run it has one there.
 _QUICKSTART_MODEL = "mkdir -p runs/quickstart && ln -sfn {model} runs/quickstart/tiny-model"
 
@@ -65,14 +67,13 @@ CASES: dict[str, Case] = {
     "docs/data_pipeline.md#commands/3": Case(fill={"/tmp/": "{tmp}/"}),
     "docs/data_pipeline.md#commands/4": Case(fill={"/tmp/": "{tmp}/"}),
     "docs/data_pipeline.md#training-and-held-out-files-swerl-data-split": Case(
-        fill={
-            "eval_file=runs/mined/split-50/eval.parquet": "eval_file=runs/mined/split-50/eval.parquet --set max_steps=2"
-        },
+        fill={"split-50/eval.parquet": "split-50/eval.parquet --set max_steps=2"},
         setup=_QUICKSTART_MODEL,
         outputs=("runs/sft-tiny-cpu/final",),
     ),
     "docs/data_pipeline.md#row-schema-data_pipelineschemapy-row_schema": Case(
-        setup='import datasets\nrow = datasets.load_dataset("parquet", data_dir="runs/mined/data", split="train")[0]'
+        setup="import datasets\n"
+        'row = datasets.load_dataset("parquet", data_dir="runs/mined/data", split="train")[0]'
     ),
     "docs/integrations.md#served-models-any-openai-compatible-server": Case(
         outputs=("runs/agentless-served/predictions.jsonl",)
@@ -88,14 +89,12 @@ CASES: dict[str, Case] = {
         fill={"PATH": "{model}", "--nk ": "--limit 2 --max-new-tokens 16 --nk "}
     ),
     "docs/rlef.md#the-cpu-learning-run": Case(
-        fill={
-            "rlef_tiny_cpu.yaml": "rlef_tiny_cpu.yaml --set max_steps=1 --set sft_warmup_steps=1 --set eval_samples=1"
-        }
+        fill={"rlef_tiny_cpu.yaml": "rlef_tiny_cpu.yaml" + _RLEF_SMALL}
     ),
     "docs/rlef.md#showing-what-rlef-is-for-the-hidden-constant-problems": Case(
         fill={
             "--steps 325": "--steps 2",
-            "rlef_hidden_cpu.yaml": "rlef_hidden_cpu.yaml --set max_steps=1 --set sft_warmup_steps=1 --set eval_samples=1",
+            "rlef_hidden_cpu.yaml": "rlef_hidden_cpu.yaml" + _RLEF_SMALL,
         }
     ),
     "docs/sandbox.md#try-it": Case(status=1),

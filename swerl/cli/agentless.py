@@ -72,7 +72,9 @@ def _add_model_options(parser: argparse.ArgumentParser, required: bool) -> None:
         help="vllm: token ids in and out (vLLM's extensions); openai: text only, the plain API any "
         "server takes; auto (default): ask the server which it is",
     )
-    group.add_argument("--tokenizer", type=local_or_name, help="tokenizer to render prompts with (default: --model)")
+    group.add_argument(
+        "--tokenizer", type=local_or_name, help="tokenizer to render prompts with (default: --model)"
+    )
     group.add_argument("--dtype", default=None, help="model dtype for transformers (e.g. bfloat16)")
     group.add_argument("--device", default="cpu", help="device for transformers (default: cpu)")
     group.add_argument(
@@ -113,7 +115,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 def _add_local_backend_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("local backend")
     group.add_argument(
-        "--python", type=local_or_name, help="run every repository's tests with this interpreter (no env creation)"
+        "--python",
+        type=local_or_name,
+        help="run every repository's tests with this interpreter (no env creation)",
     )
     group.add_argument(
         "--env-specs",

@@ -220,9 +220,8 @@ def existing_path(text: str) -> Path:
 def model_name(text: str) -> str:
     """A hub id or a model directory: a local path that does not exist, or a hub id that is neither cached
     nor reachable, is refused now, rather than after a minute of download retries."""
-    from swerl.hub import model_problem
-
     from swerl.configs import looks_local
+    from swerl.hub import model_problem
 
     problem = model_problem(text)
     if problem:

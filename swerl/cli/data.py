@@ -9,9 +9,9 @@ from pathlib import Path
 
 from data_pipeline.config import MineConfig
 from swerl.cli.args import (
-    local_or_name,
     existing_dir,
     existing_path,
+    local_or_name,
     nonnegative_int,
     output_dir,
     positive_int,

