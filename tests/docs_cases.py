@@ -42,6 +42,8 @@ class Case:
 
 # The RLEF configs' run, one step of each part.
 _RLEF_SMALL = " --set max_steps=1 --set sft_warmup_steps=1 --set eval_samples=1"
+# A training run in two steps, evaluated on two held-out rows.
+_TRAIN_SMALL = " --set max_steps=2 --set max_eval_samples=2"
 # Where the tiny CPU configs expect `swerl quickstart`'s model: a reader who has run it has one there.
 _QUICKSTART_MODEL = "mkdir -p runs/quickstart && ln -sfn {model} runs/quickstart/tiny-model"
 
@@ -67,7 +69,10 @@ CASES: dict[str, Case] = {
     "docs/data_pipeline.md#commands/3": Case(fill={"/tmp/": "{tmp}/"}),
     "docs/data_pipeline.md#commands/4": Case(fill={"/tmp/": "{tmp}/"}),
     "docs/data_pipeline.md#training-and-held-out-files-swerl-data-split": Case(
-        fill={"split-50/eval.parquet": "split-50/eval.parquet --set max_steps=2"},
+        fill={
+            "--eval-size 50": "--eval-size 4",
+            "split-50/eval.parquet": "split-50/eval.parquet" + _TRAIN_SMALL,
+        },
         setup=_QUICKSTART_MODEL,
         outputs=("runs/sft-tiny-cpu/final",),
     ),
@@ -100,8 +105,9 @@ CASES: dict[str, Case] = {
     "docs/sandbox.md#try-it": Case(status=1),
     "docs/training.md#training-grpo-sft-the-learner": Case(
         fill={
-            "swerl quickstart ": "swerl quickstart --size small --minutes 0.5 ",
-            "max_steps=40": "max_steps=2",
+            "swerl quickstart ": "swerl quickstart --size small --minutes 0.2 --eval-size 2 --grpo-steps 1 ",
+            "--set max_steps=40": _TRAIN_SMALL + " --set save_steps=1",
+            "--resume ": "--resume --set max_steps=3 --set max_eval_samples=2 --set save_steps=1 ",
         },
         outputs=("runs/quickstart/summary.json", "runs/grpo-tiny-cpu/final"),
     ),
