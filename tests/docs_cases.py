@@ -14,7 +14,8 @@ A Case's fields:
 - fill: text of the block -> the text that runs: a placeholder (`PATH`, `~/src/project`) and its value,
   or a size the docs show -> the small one a test can afford (each such option is documented). Values
   may name the session's fixtures: {model} (a tiny save_pretrained model), {project} (a git repository
-  with a few hundred fix PRs), {repo} (the repository root) and {tmp} (the test's own folder).
+  with a few dozen fix PRs), {repo} (the repository root), {tmp} (the test's own folder) and {port}
+  (a free TCP port, for a server the block starts).
 - setup: shell lines (Python for a Python block) run just before the block, in the same directory: what
   a reader already has (a model where the docs' config expects one).
 - status: the exit status the docs say the block ends with.
@@ -41,7 +42,7 @@ class Case:
 
 
 # The RLEF configs' run, one step of each part.
-_RLEF_SMALL = " --set max_steps=1 --set sft_warmup_steps=1 --set eval_samples=1"
+_RLEF_SMALL = " --set max_steps=1 --set sft_warmup_steps=1 --set eval_samples=1 --set max_eval_samples=2"
 # A training run in two steps, evaluated on two held-out rows.
 _TRAIN_SMALL = " --set max_steps=2 --set max_eval_samples=2"
 # Where the tiny CPU configs expect `swerl quickstart`'s model: a reader who has run it has one there.
@@ -81,7 +82,7 @@ CASES: dict[str, Case] = {
         'row = datasets.load_dataset("parquet", data_dir="runs/mined/data", split="train")[0]'
     ),
     "docs/integrations.md#served-models-any-openai-compatible-server": Case(
-        outputs=("runs/agentless-served/predictions.jsonl",)
+        fill={"8011": "{port}"}, outputs=("runs/agentless-served/predictions.jsonl",)
     ),
     "docs/integrations.md#trl-grpotrainer-on-mined-rows-with-the-swe-rl-reward": Case(
         fill={"path/to/clone": "{project}"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -72,7 +73,8 @@ def fixtures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _tools(directory: Path) -> dict[str, str]:
-    """The environment a block runs in: this checkout's `swerl` and `python` first on PATH."""
+    """The environment a block runs in: this checkout's `swerl` and `python` first on PATH, then the
+    install's environment (the docs' commands assume it is activated: `transformers serve`, ...)."""
     directory.mkdir()
     for name, command in (("swerl", f'"{sys.executable}" -m swerl'), ("python", f'"{sys.executable}"')):
         tool = directory / name
@@ -80,13 +82,20 @@ def _tools(directory: Path) -> dict[str, str]:
         tool.chmod(0o755)
     env = dict(os.environ)
     env.update(
-        PATH=f"{directory}{os.pathsep}{env.get('PATH', '')}",
+        PATH=os.pathsep.join([str(directory), str(Path(sys.executable).parent), env.get("PATH", "")]),
         PYTHONPATH=str(ROOT),
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         XDG_CACHE_HOME=str(directory.parent / "cache"),
     )
     return env
+
+
+def _free_port() -> int:
+    """A TCP port free now, for a block that starts a server (pages run side by side)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _repository_copy(target: Path) -> Path:
@@ -140,7 +149,7 @@ def test_page_runs_as_written(
     env = _tools(tmp_path / "bin")
     cwd = _repository_copy(tmp_path / "root") if where == "root" else (tmp_path / "elsewhere")
     cwd.mkdir(exist_ok=True)
-    values = {**fixtures, "tmp": str(tmp_path)}
+    values = {**fixtures, "tmp": str(tmp_path), "port": str(_free_port())}
     timings = []
     for block in RUNNABLE:
         if block.path.relative_to(ROOT).as_posix() == page:
