@@ -152,3 +152,20 @@ def test_agentless_defaults_from_another_directory(tmp_path: Path) -> None:
     assert (tmp_path / "runs/agentless-cache/repos").is_dir()
     assert (tmp_path / "runs/loc/localize_files.jsonl").is_file()
     assert not (ROOT / "runs/loc").exists()
+
+
+def test_agentless_model_is_a_path_unless_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`agentless run --model DIR` names a checkpoint folder (absolute below the parser); with a server,
+    --model is the served model's name, which the server matches as written."""
+    from swerl.cli.agentless import _local_model
+
+    monkeypatch.chdir(tmp_path)
+    Path("runs/tiny").mkdir(parents=True)
+    base = ["agentless", "run", "--dataset", "lite", "--out", "out", "--model", "runs/tiny"]
+    local = absolute_paths(parse_command_line(build_parser(), base))
+    served = absolute_paths(
+        parse_command_line(build_parser(), [*base, "--openai-base-url", "http://127.0.0.1:1/v1"])
+    )
+    _local_model(local)
+    _local_model(served)
+    assert (local.model, served.model) == (str(tmp_path / "runs/tiny"), "runs/tiny")

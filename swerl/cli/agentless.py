@@ -482,10 +482,18 @@ def _config(args: argparse.Namespace, **extra: Any) -> Any:
 # -- commands -------------------------------------------------------------------------------------------
 
 
+def _local_model(args: argparse.Namespace) -> None:
+    """--model as the path it names (absolute, like every path of the command line), unless a server
+    is given: then it is the served model's name, which the server matches as written."""
+    if args.model and not args.openai_base_url:
+        args.model = local_or_name(args.model)
+
+
 def _run(args: argparse.Namespace) -> int:
     from agentless.pipeline import STAGES, claim_stages, run, run_localization, stage_path
     from agentless.stages import StageFile
 
+    _local_model(args)
     if args.regression_model_filter and not (args.regression or args.regression_from_gold_pass_to_pass):
         raise UserError("--regression-model-filter filters the tests of --regression: add --regression")
     if args.reproduction_samples is not None and not args.reproduction:
@@ -536,6 +544,7 @@ def _run(args: argparse.Namespace) -> int:
 def _run_localize(args: argparse.Namespace) -> int:
     from agentless.pipeline import claim_stages, run_localization
 
+    _local_model(args)
     instances = _instances(args)
     cfg = _config(args, model_name=args.model or "")
     hold_folder(args.out, "agentless run")  # a second run into the same --out stops at once
