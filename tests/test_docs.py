@@ -108,6 +108,9 @@ def _repository_copy(target: Path) -> Path:
 
 
 def _script(block: Block, case: Case, values: dict[str, str], elsewhere: bool) -> str:
+    """The block's text as it runs: the case's fills (each must still be in the block, so a stale case
+    fails rather than silently running the docs' full-size command), repository paths made the
+    repository's when run elsewhere, the case's setup first."""
     text = block.text
     for old, new in case.fill.items():
         assert old in text, f"{block.id}: the case fills {old!r}, which the block no longer has"
@@ -119,7 +122,10 @@ def _script(block: Block, case: Case, values: dict[str, str], elsewhere: bool) -
     return f"{setup}\n{text}" if setup else text
 
 
-def _run(block: Block, case: Case, cwd: Path, env: dict[str, str], values: dict[str, str], elsewhere: bool):
+def _run(
+    block: Block, case: Case, cwd: Path, env: dict[str, str], values: dict[str, str], elsewhere: bool
+) -> float:
+    """Run one block in `cwd`; check its exit status and outputs; return its wall time in seconds."""
     script = _script(block, case, values, elsewhere)
     if block.language == "python":
         command = [sys.executable, "-c", script]
