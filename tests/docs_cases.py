@@ -82,7 +82,12 @@ CASES: dict[str, Case] = {
         'row = datasets.load_dataset("parquet", data_dir="runs/mined/data", split="train")[0]'
     ),
     "docs/integrations.md#served-models-any-openai-compatible-server": Case(
-        fill={"8011": "{port}"}, outputs=("runs/agentless-served/predictions.jsonl",)
+        fill={
+            "8011": "{port}",
+            "--num-samples 2 --max-new-tokens 64": "--num-samples 1 --max-new-tokens 16 "
+            "--localize-max-new-tokens 16",
+        },
+        outputs=("runs/agentless-served/predictions.jsonl",),
     ),
     "docs/integrations.md#trl-grpotrainer-on-mined-rows-with-the-swe-rl-reward": Case(
         fill={"path/to/clone": "{project}"}
@@ -100,6 +105,7 @@ CASES: dict[str, Case] = {
     "docs/rlef.md#showing-what-rlef-is-for-the-hidden-constant-problems": Case(
         fill={
             "--steps 325": "--steps 2",
+            "sft/model ": "sft/model --every 14 ",
             "rlef_hidden_cpu.yaml": "rlef_hidden_cpu.yaml" + _RLEF_SMALL,
         }
     ),
