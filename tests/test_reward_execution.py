@@ -1,19 +1,22 @@
 """The execution reward on a real git repository, judged by the local harness (offline, real pytest runs).
 
-The repository is stdlib-only, so its tests run in the shared interpreter through PYTHONPATH; a later
-commit on another branch holds the fix, as a mined repository's history does. Each hack of an answer
-that changes how the tests run instead of the code scores 0.
+The repository (calc_repo) is stdlib-only, so its tests run in the shared interpreter through
+PYTHONPATH; a later commit on another branch holds the fix, as a mined repository's history does. Each
+hack of an answer that changes how the tests run instead of the code scores 0.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from calc_repo import BASE, FIXED, HALF, ISOLATION, NEW_TESTS, OPS, build_calc, write_files
 
 from swerl.edit_format import build_git_patch
-from swerl.execution.envs import EnvManager
+from swerl.errors import UserError
 from swerl.execution.instances import Instance
 from swerl.execution.local import LocalBackend
 from swerl.git.clones import RepoCache
@@ -25,21 +28,10 @@ from swerl.reward.execution import (
     not_executable,
     row_instance,
 )
-from swerl.sandbox.bwrap import isolation_available
 from swerl.synth_repo import git
 
 pytest.importorskip("swebench")
-ISOLATION = "bwrap" if isolation_available() is None else "none"
 
-OPS = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
-FIXED = OPS.replace("return a - b\n\n\ndef sub", "return a + b\n\n\ndef sub")
-TESTS = "from calc.ops import add, sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n"
-NEW_TESTS = (
-    TESTS
-    + "\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_add_neg():\n    assert add(-1, 1) == 0\n"
-)
-HALF = OPS.replace("return a - b\n\n\ndef sub", "return a * b\n\n\ndef sub")  # right for 2 + 2 only
-BASE = {"calc/__init__.py": "", "calc/ops.py": OPS, "tests/test_ops.py": TESTS}
 READ_FIX = """import subprocess
 
 def _git(*args):
@@ -50,6 +42,40 @@ for _rev in _git("rev-list", "--all").split():
     if "return a " + "+ b" in _src:
         break
 exec(_src)
+"""
+# A stand-in gold patch that takes the fix from wherever `.git` could lead to it: every ref, reflog and
+# FETCH_HEAD, every 40-hex name in any file under .git (packed-refs, shallow, logs), the fix commit by its
+# sha, and every object the repository can read (packs, loose objects and the stores its alternates file
+# names, the mirror's path among them). `FIX` is filled in with the fix commit's sha.
+FIND_FIX = """import os, re, subprocess
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_MARK = "return a " + "+ b"
+
+
+def _git(*args):
+    return subprocess.run(["git", *args], cwd=_ROOT, capture_output=True).stdout.decode(errors="replace")
+
+
+def _fixed():
+    revs = {"FIX"} | set(_git("log", "--all", "--reflog", "--format=%H").split())
+    for folder, _, names in os.walk(os.path.join(_ROOT, ".git")):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as handle:
+                revs.update(re.findall("[0-9a-f]{40}", handle.read().decode(errors="replace")))
+    for rev in revs:
+        source = _git("show", rev + ":calc/ops.py")
+        if _MARK in source:
+            return source
+    for line in _git("cat-file", "--batch-all-objects", "--batch-check").splitlines():
+        sha, kind = line.split()[:2]
+        source = _git("cat-file", "-p", sha) if kind == "blob" else ""
+        if source.startswith("def add") and _MARK in source:
+            return source
+    return None
+
+
+exec(_fixed() or "def add(a, b):\\n    return None\\n\\n\\ndef sub(a, b):\\n    return a - b\\n")
 """
 PATCH_PYTEST = """import _pytest.reports
 
@@ -70,40 +96,9 @@ PLUGIN = (
 )
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text, encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExecutionReward, Instance]:
-    root = tmp_path_factory.mktemp("exec")
-    repo = root / "clones" / "acme__calc"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    _write(repo, BASE)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "initial")
-    base = git(repo, "rev-parse", "HEAD").strip()
-    git(repo, "checkout", "-q", "-b", "fix")  # the fix lies in the history, as in any mined repository
-    _write(repo, {"calc/ops.py": FIXED, "tests/test_ops.py": NEW_TESTS})
-    git(repo, "commit", "-qam", "fix add")
-    git(repo, "checkout", "-q", "main")
-    instance = Instance(
-        "acme__calc-1",
-        "acme/calc",
-        base,
-        "add subtracts",
-        patch=build_git_patch({"calc/ops.py": OPS}, {"calc/ops.py": FIXED}),
-        test_patch=build_git_patch({"tests/test_ops.py": TESTS}, {"tests/test_ops.py": NEW_TESTS}),
-        fail_to_pass=("tests/test_ops.py::test_add", "tests/test_ops.py::test_add_neg"),
-        pass_to_pass=("tests/test_ops.py::test_sub",),
-        version="1.0",
-    )
-    repos = RepoCache(root / "repos", mirror_dir=root / "clones", offline=True)
-    backend = LocalBackend(repos, EnvManager(root / "envs"), isolation=ISOLATION, timeout_s=120)
-    return ExecutionReward(backend), instance
+    return build_calc(tmp_path_factory.mktemp("exec"))
 
 
 def _patch(files: dict[str, str]) -> str:
@@ -262,17 +257,7 @@ def test_an_unknown_repository_is_not_executable_and_a_raising_harness_is_an_inf
                 "outside the process sees the difference",
             ),
         ),
-        pytest.param(
-            {
-                "calc/ops.py": READ_FIX,
-            },
-            id="read-fix-from-git",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the local backend's tree is a shared clone of the whole mirror: later commits are "
-                "readable by the code under test",
-            ),
-        ),
+        pytest.param({"calc/ops.py": READ_FIX}, id="read-fix-from-git"),
     ],
 )
 def test_an_answer_that_changes_how_the_tests_run_scores_zero(
@@ -281,6 +266,101 @@ def test_an_answer_that_changes_how_the_tests_run_scores_zero(
     reward, inst = setup
     result = reward.score_patch(inst, _patch(hack))
     assert (result.reward, result.kind) == (0.0, "unresolved"), result
+
+
+def test_a_patch_that_reads_the_fix_from_git_finds_nothing(
+    setup: tuple[ExecutionReward, Instance], tmp_path: Path
+) -> None:
+    reward, inst = setup
+    repos = reward.backend.repos
+    fix = git(repos.mirror_dir / "acme__calc", "rev-parse", "fix").strip()
+    assert repos.has_commit(inst.repo, fix)  # the mirror holds the fix, as a mined repository's does
+    stand_in = FIND_FIX.replace('"FIX"', repr(fix))
+    probe = [sys.executable, "-c", "from calc.ops import add; print(add(2, 2))"]
+
+    def add_two_and_two(tree: Path) -> str:
+        (tree / "calc" / "ops.py").write_text(stand_in, encoding="utf-8")
+        return subprocess.run(probe, cwd=tree, capture_output=True, text=True, check=True).stdout.strip()
+
+    # Control: a shared clone of the mirror (as test trees once were) hands the stand-in the fix.
+    shared = tmp_path / "shared"
+    git(tmp_path, "clone", "-q", "--shared", str(repos.bare_path(inst.repo)), str(shared))
+    git(shared, "checkout", "-q", inst.base_commit)
+    assert add_two_and_two(shared) == "4"
+    tree = repos.checkout(inst.repo, inst.base_commit, tmp_path / "tree")
+    assert git(tree, "rev-list", "--all").split() == [inst.base_commit]
+    assert not (tree / ".git" / "objects" / "info" / "alternates").exists()
+    assert add_two_and_two(tree) == "None"
+    result = reward.score_patch(inst, _patch({"calc/ops.py": stand_in}))
+    assert (result.reward, result.kind, result.fail_to_pass) == (0.0, "unresolved", (0, 2)), result
+
+
+def test_an_install_sees_the_tags_and_history_then_the_tree_holds_the_base_commit_again(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "clones" / "acme__tagged"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    for n, tag in ((1, "v1.0"), (2, None), (3, None), (4, "v2.0")):
+        write_files(repo, {"calc/version.txt": f"{n}\n"})
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", f"commit {n}")
+        if tag:
+            git(repo, "tag", "-a", tag, "-m", tag)
+    base = git(repo, "rev-parse", "HEAD~1").strip()
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    tree = repos.checkout("acme/tagged", base, tmp_path / "tree")
+    with repos.lend_history("acme/tagged", tree):
+        # What setuptools_scm and versioneer ask, answered as in a clone with the history up to the base.
+        assert git(tree, "describe", "--tags", "--long").strip() == f"v1.0-2-g{base[:7]}"
+        assert git(tree, "rev-list", "--count", "HEAD").strip() == "3"
+    assert git(tree, "rev-list", "--all").split() == [base]
+    assert git(tree, "describe", "--tags", "--always").strip() == base[:7]
+    assert git(tree, "status", "--porcelain") == ""
+    assert sorted(p.name for p in (tree / ".git").iterdir()) == [
+        "HEAD",
+        "config",
+        "index",
+        "objects",
+        "refs",
+        "shallow",
+    ]
+
+
+def test_the_ray_engine_runs_a_group_as_tasks_on_a_local_instance(
+    setup: tuple[ExecutionReward, Instance], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ray = pytest.importorskip("ray")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # a local instance, never someone's cluster
+    reward, inst = setup
+    group = [inst.patch, "", _patch({"calc/ops.py": HALF}), inst.patch]
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = ExecutionReward(reward.backend, engine="ray", workers=2, log_dir=tmp_path / "logs")
+        results = on_ray.score_group(inst, group)
+    finally:
+        ray.shutdown()
+    # The verdicts the threads engine gives (the tests above), the duplicate judged once.
+    assert [(r.reward, r.kind, r.fail_to_pass) for r in results] == [
+        (1.0, "resolved", (2, 2)),
+        (0.0, "unresolved", (0, 2)),
+        (0.0, "unresolved", (1, 2)),
+        (1.0, "resolved", (2, 2)),
+    ]
+    # Numbered by the driver, logged by Ray's workers (the empty patch, job 2, needs no run).
+    logs = sorted(p.parent.name for p in (tmp_path / "logs").rglob("test_output.txt"))
+    assert logs == ["000001", "000003"]
+
+
+def test_the_ray_engine_without_ray_says_how_to_install_it(
+    setup: tuple[ExecutionReward, Instance], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reward, inst = setup
+    with pytest.raises(UserError, match="unknown execution engine 'spark'"):
+        ExecutionReward(reward.backend, engine="spark")  # type: ignore[arg-type]
+    monkeypatch.setitem(sys.modules, "ray", None)  # an import of ray now fails, as where it is not installed
+    with pytest.raises(UserError, match=r"pip install 'swerl\[ray\]'"):
+        ExecutionReward(reward.backend, engine="ray").score_group(inst, [inst.patch])
 
 
 def test_guarded_paths_and_what_is_dropped() -> None:

@@ -33,7 +33,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from typing import Any, Protocol, TypeVar
 
-from swerl.errors import UserError
+from swerl.ray_cluster import connect
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -155,25 +155,9 @@ class _RayPending:
         return ray.get(self._ref)
 
 
-def require_ray() -> Any:
-    """The `ray` module; its absence (an optional extra) is the user's to fix, said in one line."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--engine ray needs Ray: pip install 'swerl[ray]'") from None
-    return ray
-
-
 @contextmanager
 def _ray(workers: int) -> Iterator[Submit[Any, Any]]:
-    ray = require_ray()
-    started = not ray.is_initialized()
-    if started:
-        address = os.environ.get("RAY_ADDRESS") or None
-        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if address is None:
-            options["num_cpus"] = max(1, workers)
-        ray.init(address=address, **options)
+    ray, started = connect(workers, "--engine ray")
     remotes: dict[Callable[..., Any], Any] = {}
 
     def submit(fn: Callable[[T], R], task: T, worker: int) -> Pending[R]:

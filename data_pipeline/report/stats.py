@@ -79,6 +79,61 @@ def funnel(out: Path) -> Funnel:
     return result
 
 
+def validation_funnel(out: Path) -> tuple[str, Counter[str]]:
+    """The funnel of a `swerl data validate` output, as text and as counts per verdict: rows per
+    verdict in the order `REASONS` gives, each with the share of the rows that change tests and the
+    first line of one example's detail, and the flaky tests left out."""
+    from data_pipeline.validate.outcomes import REASONS
+    from data_pipeline.validate.runner import read_results
+
+    results = list(read_results(out).values())
+    counts = Counter(record["reason"] for record in results)
+    tested = len(results) - counts["no_test_change"]
+    lines = [f"rows                         {len(results):>6}"]
+    lines.append(f"  no test change             {counts['no_test_change']:>6}")
+    lines.append(f"rows that change tests       {tested:>6}")
+    for reason in REASONS[2:]:
+        if counts[reason]:
+            example = next(r for r in results if r["reason"] == reason)
+            said = (example["detail"].strip().splitlines() or [""])[0][:100]
+            share = f"{counts[reason] / tested:>5.0%}" if tested else ""
+            lines.append(
+                f"  - {reason:<24} {counts[reason]:>6} {share}  e.g. {example['instance_id']}: {said}"
+            )
+    share = f" ({counts['executable'] / tested:.0%} of the rows that change tests)" if tested else ""
+    lines.append(f"executable                   {counts['executable']:>6}{share}")
+    flaky = sum(len(record["flaky"]) for record in results)
+    lines.append(f"flaky tests left out         {flaky:>6}")
+    seconds = sum(record["seconds"] for record in results)
+    lines.append(f"time in validation           {seconds:>6.0f} s (summed over rows)")
+    return "\n".join(lines), counts
+
+
+def plot_validation_funnel(path: Path, counts: Counter[str], title: str) -> None:
+    """The rows that change tests per verdict as horizontal bars, executable first, each with its count
+    (matplotlib, Agg: no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from data_pipeline.validate.outcomes import REASONS
+
+    reasons = [reason for reason in REASONS if reason != "no_test_change" and counts[reason]]
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(reasons) + 1.5), layout="constrained")
+    try:
+        colors = ["tab:green" if reason == "executable" else "tab:gray" for reason in reasons]
+        bars = ax.barh(reasons, [counts[reason] for reason in reasons], color=colors)
+        ax.bar_label(bars, padding=3)
+        ax.invert_yaxis()
+        ax.set_xlabel("rows that change tests")
+        ax.set_title(title)
+        ax.margins(x=0.12)
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
+
+
 def _column(out: Path, name: str) -> list[int]:
     """`name` of every row in the data shards the manifest records (`data_shards`)."""
     values: list[int] = []

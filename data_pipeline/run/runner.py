@@ -118,7 +118,7 @@ class _NoBar:
         pass
 
 
-def _bar(progress: bool, **options: Any) -> Any:
+def progress_bar(progress: bool, **options: Any) -> Any:
     """A tqdm bar, or a `_NoBar` without importing tqdm: its import (20 ms, with importlib.metadata)
     would come before the first worker can start, for a bar nobody sees."""
     if not progress:
@@ -196,7 +196,7 @@ def collect(source: Source, manifest: Manifest, config: MineConfig, progress: bo
     else:
         stream = _chunks(source.candidates(state), config.shard_size, seen)
         first = 0
-    with _bar(progress, desc="collect", unit=" PRs") as bar:
+    with progress_bar(progress, desc="collect", unit=" PRs") as bar:
         for index, (batch, dups) in enumerate(stream, start=first):
             bar.update(len(batch))
             if not manifest.shard_done("collect", index):
@@ -256,7 +256,7 @@ class _Pipeline:
         self.deduper = Deduplicator(config.dedup_threshold, _scratch(manifest), SPILL_LIMIT // 4)
         self.pause = float(os.environ.get(_PAUSE_ENV, "0") or 0)
         self.progress = progress
-        self.bar = _bar(progress, desc="done", unit=" shards")
+        self.bar = progress_bar(progress, desc="done", unit=" shards")
 
     def _stage(self, name: str) -> None:
         if name not in self.started:

@@ -10,10 +10,12 @@ from pathlib import Path
 from data_pipeline.config import MineConfig
 from swerl.cli.args import (
     existing_dir,
+    existing_file,
     existing_path,
     local_or_name,
     nonnegative_int,
     output_dir,
+    positive_float,
     positive_int,
     proper_fraction,
     repo_name,
@@ -212,14 +214,20 @@ def register(groups: argparse._SubParsersAction) -> None:
     mine.add_argument("--quiet", action="store_true", help="no progress bars")
     mine.set_defaults(run=_run_mine)
 
+    _register_validate(commands)
+
     stats = commands.add_parser(
         "stats",
-        help="print the funnel of a mined directory and write PNG histograms",
+        help="print the funnel of a mined (or validated) directory and write PNG histograms",
         description="Count candidates, rows and drops per stage and reason from OUT/manifest.json, and "
-        "write histograms of prompt tokens and files per instance (PNG) next to it.",
+        "write histograms of prompt tokens and files per instance (PNG) next to it. For a `swerl data "
+        "validate` output: rows per verdict (executable, or why not), an example of each, and their bar "
+        "chart (funnel.png).",
         epilog="example: swerl data stats runs/mined --plots runs/mined/stats",
     )
-    stats.add_argument("dir", type=existing_dir, help="a `swerl data mine` output directory")
+    stats.add_argument(
+        "dir", type=existing_dir, help="a `swerl data mine` or `swerl data validate` output directory"
+    )
     stats.add_argument(
         "--plots", type=output_dir, default=None, help="where to write PNGs (default DIR/stats)"
     )
@@ -278,6 +286,133 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     export.add_argument("--overwrite", action="store_true", help="replace an existing OUT/SPLIT.parquet")
     export.set_defaults(run=_run_export)
+
+
+def _register_validate(commands: argparse._SubParsersAction) -> None:
+    from swerl.cli.agentless import DEFAULT_CACHE as TEST_CACHE
+
+    validate = commands.add_parser(
+        "validate",
+        help="run mined rows' tests before and after the fix; write the executable ones in SWE-bench's "
+        "schema (resumable)",
+        description="For each row whose PR changed tests: run the PR's test files at the base commit with "
+        "the test patch (before) and with the gold patch too (after), --repeats times each, in the local "
+        "backend's sandbox. FAIL_TO_PASS: failed in every before-run, passed in every after-run; "
+        "PASS_TO_PASS: passed in every run; a test whose outcome changes between repeats is flaky and "
+        "left out. Rows with FAIL_TO_PASS tests are written to OUT/test.parquet in SWE-bench's schema "
+        "(plus env_recipe and the mined row's columns); every other row gets a reason (swerl data stats "
+        "OUT). A run stopped at any point continues when started again with the same arguments.",
+        epilog="examples:\n"
+        "  swerl data validate runs/mined --out runs/validated --max-rows 50 --workers 2\n"
+        "  swerl data validate lite.parquet --clones ~/mirrors --instance-ids psf__requests-2317 "
+        "--out runs/v-lite\n"
+        "then: swerl data stats runs/validated\n"
+        "      swerl agentless evaluate --dataset runs/validated --predictions gold --out runs/v-gold",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    validate.add_argument(
+        "input",
+        type=existing_path,
+        metavar="INPUT",
+        help="a `swerl data mine` output (or its .parquet/.jsonl rows), or a .parquet/.jsonl/.json file "
+        "in SWE-bench's schema",
+    )
+    validate.add_argument("--out", type=output_dir, required=True, help="output folder (test.parquet, ...)")
+    validate.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these rows")
+    validate.add_argument(
+        "--max-rows", type=positive_int, metavar="N", help="only the first N rows that change tests"
+    )
+    validate.add_argument("--repeats", type=positive_int, default=2, help="runs per side (default 2)")
+    validate.add_argument("--workers", type=positive_int, default=1, help="rows at once (default 1)")
+    validate.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="where rows run: local processes, or Ray tasks (pip install 'swerl[ray]'; joins $RAY_ADDRESS "
+        "or starts a local instance; --cache-dir and OUT must be on shared storage)",
+    )
+    validate.add_argument(
+        "--timeout", type=positive_float, default=1800.0, metavar="SECONDS", help="wall clock per test run"
+    )
+    validate.add_argument(
+        "--cache-dir",
+        type=output_dir,
+        default=TEST_CACHE,
+        help="repository mirrors and test environments, shared with `swerl agentless` "
+        f"(default {TEST_CACHE})",
+    )
+    validate.add_argument(
+        "--clones",
+        type=existing_dir,
+        metavar="DIR",
+        help="directory of clones to mirror repositories from (owner__name, owner+name, owner/name or "
+        "name); a --local mining output's own clone is used without it",
+    )
+    validate.add_argument("--offline", action="store_true", help="never contact GitHub")
+    validate.add_argument(
+        "--python", help="run every repository's tests with this interpreter (no env creation)"
+    )
+    validate.add_argument(
+        "--env-specs",
+        type=existing_file,
+        metavar="FILE",
+        help="environments per repository and version (JSON)",
+    )
+    validate.add_argument(
+        "--wheelhouse",
+        type=existing_dir,
+        metavar="DIR",
+        help="create environments from the wheels in DIR only",
+    )
+    validate.add_argument("--unsafe-no-isolation", action="store_true", help="run tests without bubblewrap")
+    validate.add_argument("--quiet", action="store_true", help="no progress bar")
+    validate.set_defaults(run=_run_validate)
+
+
+def _run_validate(args: argparse.Namespace) -> int:
+    from data_pipeline.validate.rows import load_input
+    from data_pipeline.validate.runner import BackendOptions, validate
+    from swerl.execution.harness import harness_api
+    from swerl.paths import hold_folder, is_mining_output
+
+    if args.engine == "ray":
+        from swerl.ray_cluster import require_ray
+
+        require_ray("--engine ray")
+    harness_api()  # patches are applied with the harness's commands: a missing swebench is one line now
+    if is_mining_output(args.out):
+        raise UserError(f"--out {args.out} is a mining output; validate into a folder of its own")
+    instances, mined, source = load_input(args.input, args.instance_ids)
+    local = Path(source["path"]) if source and source.get("kind") == "local" else None
+    options = BackendOptions(
+        cache_dir=args.cache_dir.resolve(),
+        clones=args.clones.resolve() if args.clones else None,
+        offline=args.offline,
+        env_specs=args.env_specs.resolve() if args.env_specs else None,
+        python=args.python,
+        wheelhouse=args.wheelhouse.resolve() if args.wheelhouse else None,
+        isolation="none" if args.unsafe_no_isolation else "bwrap",
+        timeout_s=args.timeout,
+    )
+    hold_folder(args.out, "validation")
+    summary = validate(
+        instances,
+        args.out,
+        options,
+        input_name=str(args.input.resolve()),
+        repeats=args.repeats,
+        max_rows=args.max_rows,
+        workers=args.workers,
+        engine=args.engine,
+        derive_version=mined,
+        local_source=None if args.clones else local,
+        progress=not args.quiet,
+    )
+    print(
+        f"{summary.report()}; {args.out / 'test.parquet'}; funnel: swerl data stats {args.out}",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _config(args: argparse.Namespace):
@@ -437,9 +572,9 @@ def _require_mine_options(args: argparse.Namespace) -> None:
         if problem:
             raise UserError(f"--tokenizer {problem}")
     if args.engine == "ray":
-        from data_pipeline.engines.pools import require_ray
+        from swerl.ray_cluster import require_ray
 
-        require_ray()  # the run imports it anyway, once its directory is written
+        require_ray("--engine ray")  # the run imports it anyway, once its directory is written
 
 
 def _run_mine(args: argparse.Namespace) -> int:
@@ -466,7 +601,17 @@ def _run_mine(args: argparse.Namespace) -> int:
 
 
 def _run_stats(args: argparse.Namespace) -> int:
-    from data_pipeline.report.stats import funnel, write_histograms
+    from data_pipeline.report.stats import funnel, plot_validation_funnel, validation_funnel, write_histograms
+    from data_pipeline.validate.runner import RUN_FILE
+
+    if (args.dir / RUN_FILE).is_file():
+        text, counts = validation_funnel(args.dir)
+        print(text)
+        plots = args.plots or args.dir / "stats"
+        plots.mkdir(parents=True, exist_ok=True)
+        plot_validation_funnel(plots / "funnel.png", counts, f"validation of {args.dir.name}")
+        print(f"wrote {plots / 'funnel.png'}")
+        return 0
 
     report = funnel(args.dir)
     print(report.text())

@@ -81,6 +81,14 @@ def _add_execution_options(parser: argparse.ArgumentParser) -> None:
         "--execution-workers", type=positive_int, default=1, metavar="N", help="test runs at once"
     )
     group.add_argument(
+        "--execution-engine",
+        choices=("threads", "ray"),
+        default="threads",
+        help="threads: the tests run on this machine; ray: each distinct answer of a row is a Ray task of "
+        "one CPU (the cluster of RAY_ADDRESS, else a local instance of --execution-workers CPUs; "
+        "pip install 'swerl[ray]')",
+    )
+    group.add_argument(
         "--cache-dir",
         type=output_dir,
         default=DEFAULT_CACHE,
@@ -165,6 +173,7 @@ def _run_score(args: argparse.Namespace) -> int:
             shaping=args.shaping,
             workers=args.execution_workers,
             log_dir=args.log_dir,
+            engine=args.execution_engine,
         )
         summary = score_file_mixed(args.input, args.output, args.reward, _config(args), execution)
         print(summary.report(), file=sys.stderr)

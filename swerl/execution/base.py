@@ -27,6 +27,8 @@ class TestRun:
     status: RunStatus
     results: dict[str, str] = field(default_factory=dict)
     log: str = ""
+    recipe: str = ""
+    """The environment's recipe (`TestEnv.recipe`): which environment these results hold for."""
 
     def passed(self, test_id: str) -> bool:
         return self.results.get(test_id) in ("PASSED", "XFAIL")

@@ -3,9 +3,11 @@
 What an environment is built from: an `EnvSpec` (the Python version, found on this machine through
 PATH, pyenv or uv; pinned packages; install steps that need no root), as SWE-bench builds its images per
 repository and version. `load_env_specs` reads them from JSON (the built-in `env_specs.json` or the
-user's). Without a spec: the base interpreter and an editable install of the project's declared
-dependencies; a repository that declares none (stdlib code tested with pytest) shares one interpreter
-that has pytest and finds the code through PYTHONPATH.
+user's). Without a spec, a recipe inferred from the repository at its base commit and the row's date
+(`recipes.py`): the first of a short list whose environment collects the row's tests is kept and
+remembered; environments are keyed by the recipe (Python, requirement set, install, cutoff), so rows
+that agree share one. stdlib-only code whose Python is the running interpreter's runs in that
+interpreter when it has pytest, finding the code through PYTHONPATH: nothing to build.
 
 Two levels, as the harness's environment and instance images: a base venv per (repository, version)
 with Python and the spec's packages, and per instance a copy of it in which the install steps run on the
@@ -26,12 +28,14 @@ plugins would otherwise leak into every repository's tests.
 
 from __future__ import annotations
 
-import ast
 import contextlib
+import datetime as dt
 import fcntl
+import functools
 import glob
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -43,56 +47,19 @@ from pathlib import Path
 
 from swerl.errors import UserError
 from swerl.execution.instances import Instance
+from swerl.execution.recipes import (
+    PYTHON_RELEASES,
+    Recipe,
+    collect_targets,
+    recipe_from_json,
+    recipes_for,
+    row_date,
+)
 from swerl.git import repo_slug, run_git
 
 
 class EnvSetupError(UserError, RuntimeError):
     """A test environment could not be created (no network for pip, a failing install, ...)."""
-
-
-def _setup_py_requires(path: Path) -> list[str] | None:
-    """`install_requires` of a setup.py when it is a literal list; None when it can't be read statically."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "install_requires":
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                return None
-            return [str(v) for v in value]
-    return []
-
-
-def declared_requirements(root: Path) -> list[str] | None:
-    """Runtime requirements the repository declares; None when they can't be determined statically.
-
-    Reads pyproject.toml `[project].dependencies`, a literal `install_requires` in setup.py, and
-    requirements.txt. An empty list means "stdlib only": the fast path applies.
-    """
-    found: list[str] = []
-    pyproject = root / "pyproject.toml"
-    if pyproject.exists():
-        try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError:
-            return None
-        found += list(data.get("project", {}).get("dependencies", []) or [])
-    setup_py = root / "setup.py"
-    if setup_py.exists():
-        requires = _setup_py_requires(setup_py)
-        if requires is None:
-            return None
-        found += requires
-    requirements = root / "requirements.txt"
-    if requirements.exists():
-        for line in requirements.read_text(encoding="utf-8", errors="replace").splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line:
-                found.append(line)
-    return found
 
 
 def has_pytest(python: str) -> bool:
@@ -191,6 +158,12 @@ class TestEnv:
 
     python: str
     testbed: Path | None = None
+    recipe: str = ""
+    """How the environment was built, as JSON, recorded with every run in it so that a validated
+    instance says which environment its test lists hold for: for an inferred one its `Recipe` (python,
+    recipe name, pytest, requirement set, install, cutoff), which a validated row carries as
+    `env_recipe` to be rebuilt exactly; for a built-in spec its name and key. Empty for a fixed
+    interpreter (`--python`)."""
 
     @property
     def artifacts(self) -> Path | None:
@@ -216,6 +189,11 @@ class TestEnv:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
+
+_log = logging.getLogger(__name__)
+
+COLLECT_TIMEOUT_S = 300.0
+"""How long a recipe's collection check may take (a hanging import fails the recipe, not the run)."""
 
 READY = ".swerl-ready"
 """The file that says an environment is complete: written last, atomically, after every install step and
@@ -271,8 +249,9 @@ class EnvManager:
     pip reads them from its own config and `PIP_*` variables, which the installs inherit."""
     specs: dict[str, dict[str, EnvSpec]] = field(default_factory=dict)
     """Per repository and version, how to build its environment (`load_env_specs`); an instance without
-    one gets the base Python and an editable install of its declared dependencies."""
-    _shared: str | None = field(default=None, repr=False)
+    one gets an inferred recipe (`recipes.py`)."""
+    _available: list[str] | None = field(default=None, repr=False)
+    _uv_path: str | None = field(default=None, repr=False)
     _failed: dict[Path, str] = field(default_factory=dict, repr=False)
     """Why creating a venv failed, so that the next instance of that repository fails at once instead of
     repeating a slow install (pip retries an unreachable index for minutes)."""
@@ -290,33 +269,231 @@ class EnvManager:
         versions = self.specs.get(instance.repo, {})
         return versions.get(instance.version) or versions.get("*")
 
-    def shared_python(self) -> str:
-        """The fast-path interpreter: the base one when it has pytest, else a venv with just pytest."""
-        if self._shared is None:
-            if has_pytest(self.base_python):
-                self._shared = self.base_python
-            else:
-                env = self.root / "shared-pytest"
-                self._build_base(env, EnvSpec(), "the shared pytest environment")
-                self._shared = str(env / "venv" / "bin" / "python")
-        return self._shared
-
     def env_for(self, instance: Instance, tree: Path) -> TestEnv:
         """The environment to run `instance`'s tests in (`tree` is a pristine checkout of its base
-        commit, from which a new instance environment is installed)."""
+        commit, from which a new instance environment is installed).
+
+        A built-in (or user) spec wins; a row that carries the recipe it was validated with
+        (`env_recipe`) gets exactly that one; any other is given the first inferred recipe whose
+        environment collects its tests (`recipes.py`)."""
         if self.python:
             return TestEnv(self.python)
         spec = self.spec_for(instance)
         if spec is None:
-            if declared_requirements(tree) == []:
-                return TestEnv(self.shared_python())
-            spec = EnvSpec()
+            return self._inferred_env(instance, tree)
         key = instance.version or instance.environment_setup_commit[:12] or instance.base_commit[:12]
         base = self.root / repo_slug(instance.repo) / f"{key}-{spec.key()}"
         env = base.with_name(f"{base.name}@{instance.base_commit[:12]}")
         owner = f"{instance.repo} (environment {key}, base commit {instance.base_commit[:12]})"
         self._build_instance(env, base, tree, spec, owner)
-        return TestEnv(str(env / "venv" / "bin" / "python"), env / "testbed")
+        recipe = json.dumps({"name": "spec", "python": spec.python or "", "spec": spec.key()})
+        return TestEnv(str(env / "venv" / "bin" / "python"), env / "testbed", recipe)
+
+    def available_pythons(self) -> list[str]:
+        """The Python versions a recipe may choose: those this machine has an interpreter of that can
+        create virtual environments (pyenv's 2.7 has no venv module, so it is not one of them)."""
+        if self._available is None:
+            found = []
+            for version in PYTHON_RELEASES:
+                try:
+                    python = find_python(version)
+                except EnvSetupError:
+                    continue
+                probe = [python, "-c", "import venv, ensurepip"]
+                if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+                    found.append(version)
+            self._available = found
+        return self._available
+
+    def _inferred_env(self, instance: Instance, tree: Path) -> TestEnv:
+        """The environment of a repository without a spec: the recorded recipe, the remembered choice
+        of an earlier run, or the first inferred recipe whose environment collects the row's tests."""
+        owner = f"{instance.repo} (base commit {instance.base_commit[:12]})"
+        recorded = instance.extra.get("env_recipe")
+        if recorded:
+            return self._recipe_env(owner, instance.repo, tree, recipe_from_json(str(recorded)))
+        when = row_date(instance.extra.get("created_at"), tree)
+        preferred = _version_of(self.base_python)
+        candidates = recipes_for(
+            tree,
+            when,
+            self.available_pythons(),
+            preferred=preferred,
+            base_commit=instance.base_commit,
+            dated=self.wheelhouse is None,
+        )
+        candidates = [self._interpreter_instead(r, preferred) for r in candidates]
+        digest = hashlib.sha256("\n".join(r.to_json() for r in candidates).encode()).hexdigest()[:16]
+        choice = self.root / "auto" / repo_slug(instance.repo) / "choices" / f"{digest}.json"
+        if choice.is_file():
+            remembered = recipe_from_json(choice.read_text(encoding="utf-8"))
+            return self._recipe_env(owner, instance.repo, tree, remembered)
+        if choice in self._failed:
+            raise EnvSetupError(self._failed[choice])
+        targets = collect_targets(tree, [*instance.fail_to_pass, *instance.pass_to_pass], instance.test_patch)
+        failures: list[str] = []
+        fallback: tuple[Recipe, TestEnv] | None = None
+        for recipe in candidates:
+            try:
+                env = self._recipe_env(owner, instance.repo, tree, recipe)
+            except EnvSetupError as err:
+                failures.append(f"recipe {recipe.name} (Python {recipe.python}): {_abridged(str(err))}")
+                _log.info("%s: %s", owner, failures[-1])
+                continue
+            try:
+                self._collect(owner, env, tree, targets)
+            except EnvSetupError as err:
+                failures.append(f"recipe {recipe.name} (Python {recipe.python}): {_abridged(str(err))}")
+                _log.info("%s: %s", owner, failures[-1])
+                fallback = fallback or (recipe, env)
+                continue
+            _remember(choice, recipe)
+            return env
+        if fallback is not None:
+            # Every environment that could be built fails to collect: the tests themselves cannot
+            # start here (a module this machine lacks). Kept, so the runs say so as test errors.
+            _log.warning("%s: no recipe collected %s; keeping recipe %s", owner, targets, fallback[0].name)
+            _remember(choice, fallback[0])
+            return fallback[1]
+        message = (
+            f"could not create the test environment of {owner}: no recipe could be built "
+            f"({', '.join(targets)}):\n" + "\n".join(failures)
+        )
+        self._failed[choice] = message
+        raise EnvSetupError(message)
+
+    def _interpreter_instead(self, recipe: Recipe, preferred: str) -> Recipe:
+        """The running interpreter in place of a PYTHONPATH recipe that would only add pytest to a venv
+        of that very Python: nothing to build (the fast path of stdlib-only code)."""
+        bare = recipe.name == "pythonpath" and not recipe.requirements
+        if bare and recipe.python == preferred and has_pytest(self.base_python):
+            return Recipe("interpreter", recipe.python)
+        return recipe
+
+    def _recipe_env(self, owner: str, repo: str, tree: Path, recipe: Recipe) -> TestEnv:
+        """The environment of `recipe`, built if it is not ready: for recipes that install the project
+        one per repository (and sources), for the others one shared by every repository with the same
+        requirements."""
+        text = recipe.to_json()
+        if recipe.name == "interpreter" and _version_of(self.base_python) == recipe.python:
+            return TestEnv(self.base_python, None, text)
+        folder = repo_slug(repo) if recipe.install else "shared"
+        env = self.root / "auto" / folder / f"{recipe.name}-{recipe.key()}"
+        who = f"{owner}, recipe {recipe.name}, Python {recipe.python}"
+        self._build(env, who, lambda: self._build_recipe(env, who, tree, recipe), True)
+        python = str(env / "venv" / "bin" / "python")
+        return TestEnv(python, env / "testbed" if recipe.install else None, text)
+
+    def _build_recipe(self, env: Path, owner: str, tree: Path, recipe: Recipe) -> None:
+        """A venv of the recipe's Python with its requirements and, for an installing recipe, the
+        project installed at `env/testbed`.
+
+        Three steps: the tools without the cutoff (pytest of the date, and for an install a pip that
+        installs any project in editable mode plus the build backend the project declares); the
+        dependencies as of the cutoff (the project's, read by the resolver from its setup.py or
+        pyproject with the recipe's extra, and the requirement lines); the project itself, editable,
+        without dependencies or build isolation, by the venv's pip, which falls back to `setup.py
+        develop` for projects older than editable wheels."""
+        base = find_python(recipe.python)
+        venv_hint = f"{base} cannot create venvs (Debian/Ubuntu: install python3-venv)."
+        _step(owner, [base, "-m", "venv", str(env / "venv")], venv_hint, self._pip_env(env))
+        testbed = env / "testbed"
+        if recipe.install:
+            shutil.copytree(tree, testbed, symlinks=True)
+        sources = ["-r", str(env / "requirements.txt")] if recipe.requirements else []
+        if sources:
+            (env / "requirements.txt").write_text("\n".join(recipe.requirements) + "\n", encoding="utf-8")
+        if self.wheelhouse is not None or self._uv() is None:
+            tools = [recipe.pytest]
+            project = ["-e", f".[{recipe.extra}]" if recipe.extra else "."] if recipe.install else []
+        else:
+            tools = [recipe.pytest, *(["pip>=21.3", *_build_requires(testbed)] if recipe.install else [])]
+            if recipe.install:
+                sources += ["-r", _declaration_file(testbed)] + (
+                    ["--extra", recipe.extra] if recipe.extra else []
+                )
+            project = []
+        self._install(env, owner, tools, env, "")
+        if sources:
+            self._install(env, owner, sources, testbed if recipe.install else env, recipe.cutoff)
+        if project:
+            self._install(env, owner, project, testbed, recipe.cutoff)
+        elif recipe.install:
+            editable = [
+                "python",
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "-e",
+                ".",
+            ]
+            self._pip_step(env, owner, editable, testbed)
+        if recipe.install:
+            _keep_artifacts(testbed, env / "artifacts")
+
+    def _install(self, env: Path, owner: str, args: list[str], cwd: Path, cutoff: str) -> None:
+        """Install `args` into `env`: from a wheelhouse with pip; else with uv, as of `cutoff` when it is
+        set (`--exclude-newer`; the build tools setuptools and wheel exempt, since a build environment
+        of the date lacks what today's resolver needs to build at all). Why uv: pip resolves as of a
+        date only from 26.0 on, which Pythons before 3.9 cannot run, and here it would also take
+        today's releases from the machine's local indexes, which serve no upload times. Without uv an
+        undated install falls back to the venv's pip; a dated one fails (its recipe is then skipped),
+        since nothing newer than its date may come in."""
+        uv = self._uv() if self.wheelhouse is None else None
+        if uv is None and not cutoff:
+            self._pip_step(env, owner, ["python", "-m", "pip", "install", "-q", *args], cwd)
+            return
+        if uv is None:
+            raise EnvSetupError(
+                f"could not create the test environment of {owner}: resolving as of {cutoff} needs uv "
+                "(not on PATH and not installable here, or a wheelhouse is used)"
+            )
+        dated = []
+        if cutoff:
+            today = dt.date.today().isoformat()
+            dated = ["--exclude-newer", cutoff]
+            dated += [f"--exclude-newer-package={tool}={today}" for tool in ("setuptools", "wheel")]
+        python = str(env / "venv" / "bin" / "python")
+        self._pip_step(env, owner, [uv, "pip", "install", "-q", "--python", python, *dated, *args], cwd)
+
+    def _uv(self) -> str | None:
+        """uv, for installs as of a date: on PATH, else installed once into a tool venv of our own."""
+        if self._uv_path is None:
+            found = shutil.which("uv") or ""
+            if not found:
+                tool = self.root / "tools-uv"
+                try:
+                    self._build_base(tool, EnvSpec(packages=("uv",), with_pytest=False), "the resolver uv")
+                    found = str(tool / "venv" / "bin" / "uv")
+                except EnvSetupError:
+                    found = ""
+            self._uv_path = found
+        return self._uv_path or None
+
+    def _collect(self, owner: str, env: TestEnv, tree: Path, targets: list[str]) -> None:
+        """The recipe's test: pytest collects the row's test files in `tree` without an error, the code
+        found as the test runs find it: through the install (the tree put in the testbed, under the
+        environment's lock, with the install's artifacts) or through PYTHONPATH.
+
+        Collection imports repository code outside the sandbox, as the install steps before it do:
+        building an environment trusts the repository at its base commit, never a patch."""
+        values = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        values["PATH"] = f"{Path(env.python).parent}:{values.get('PATH', '/usr/bin:/bin')}"
+        values["PYTHONDONTWRITEBYTECODE"] = "1"
+        argv = [env.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *targets]
+        hint = "The install succeeded but pytest cannot collect the tests in this environment."
+        if env.testbed is None:
+            values["PYTHONPATH"] = ":".join(code_paths(tree))
+            _step(owner, argv, hint, values, cwd=tree, timeout_s=COLLECT_TIMEOUT_S)
+            return
+        with env.lock():
+            shutil.rmtree(env.testbed, ignore_errors=True)
+            shutil.copytree(tree, env.testbed, symlinks=True)
+            env.restore_artifacts(env.testbed)
+            _step(owner, argv, hint, values, cwd=env.testbed, timeout_s=COLLECT_TIMEOUT_S)
 
     def python_for(self, instance: Instance, tree: Path) -> str:
         """The interpreter of `env_for` (for callers that only need to know which one it is)."""
@@ -465,14 +642,79 @@ def _keep_artifacts(testbed: Path, dest: Path) -> None:
         shutil.copy2(testbed / name, target, follow_symlinks=False)
 
 
-def _step(owner: str, cmd: list[str], hint: str, env: dict[str, str], cwd: Path | None = None) -> None:
+def _step(
+    owner: str,
+    cmd: list[str],
+    hint: str,
+    env: dict[str, str],
+    cwd: Path | None = None,
+    timeout_s: float | None = None,
+) -> None:
     """Run one setup command; on failure raise with whose environment it was, the command, its output
     (pip names the missing package there) and `hint`."""
-    done = subprocess.run(cmd, capture_output=True, check=False, env=env, cwd=cwd)
+    try:
+        done = subprocess.run(cmd, capture_output=True, check=False, env=env, cwd=cwd, timeout=timeout_s)
+    except subprocess.TimeoutExpired as err:
+        said = ((err.stdout or b"") + (err.stderr or b"")).decode(errors="replace")
+        raise EnvSetupError(
+            f"could not create the test environment of {owner}: `{' '.join(cmd)}` ran past {timeout_s:g} s:"
+            f"\n{_tail(said, 2000)}\n{hint}"
+        ) from err
     if done.returncode == 0:
         return
-    output = (done.stdout + done.stderr).decode(errors="replace").strip()[-2000:]
+    output = _tail((done.stdout + done.stderr).decode(errors="replace"), 2000)
     raise EnvSetupError(
         f"could not create the test environment of {owner}: `{' '.join(cmd)}` exited with status "
         f"{done.returncode}:\n{output}\n{hint}"
     )
+
+
+def _abridged(message: str, head: int = 500, tail: int = 900) -> str:
+    """A failed step's message kept short: its start (which step, which command) and its end (the log's
+    last lines, where the cause is)."""
+    return message if len(message) <= head + tail else f"{message[:head]} [...] {message[-tail:]}"
+
+
+def _tail(text: str, size: int) -> str:
+    """The end of a log, where pip and pytest say what failed."""
+    return text.strip()[-size:]
+
+
+@functools.cache
+def _version_of(python: str) -> str:
+    """`3.11` for an interpreter (empty when it does not run)."""
+    probe = "import sys; print('%d.%d' % sys.version_info[:2])"
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def code_paths(tree: Path) -> list[str]:
+    """Where code that is not installed is found: the tree's root and, for a `src/` layout, its `src`."""
+    return [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
+
+
+def _build_requires(tree: Path) -> list[str]:
+    """The build backend a project declares (`[build-system].requires`), setuptools and wheel for one
+    that declares none (a bare setup.py)."""
+    try:
+        data = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        data = {}
+    return list(data.get("build-system", {}).get("requires", [])) or ["setuptools", "wheel"]
+
+
+def _declaration_file(tree: Path) -> str:
+    """The file the resolver reads the project's dependencies from: pyproject.toml where it has a
+    `[project]` table, else setup.py, else setup.cfg."""
+    pyproject = tree / "pyproject.toml"
+    if pyproject.is_file() and "[project]" in pyproject.read_text(encoding="utf-8", errors="replace"):
+        return str(pyproject)
+    return str(tree / "setup.py") if (tree / "setup.py").is_file() else str(tree / "setup.cfg")
+
+
+def _remember(choice: Path, recipe: Recipe) -> None:
+    """Record the recipe kept for a set of candidates, whole or not at all (written, then renamed)."""
+    choice.parent.mkdir(parents=True, exist_ok=True)
+    tmp = choice.with_name(f".{choice.name}.{os.getpid()}.tmp")
+    tmp.write_text(recipe.to_json(), encoding="utf-8")
+    os.replace(tmp, choice)

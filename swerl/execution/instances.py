@@ -107,6 +107,14 @@ def instance_to_row(instance: Instance) -> dict[str, Any]:
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of an instance file, or of a folder's .parquet files (`swerl data validate`'s output)."""
+    if path.is_dir():
+        from swerl.paths import row_files
+
+        files = row_files(path)
+        if not files:
+            raise UserError(f"{path}: a folder without .parquet files of instances")
+        return [row for file in files for row in _read_rows(file)]
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         import pyarrow.parquet as pq

@@ -34,8 +34,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from swerl.execution.base import TestRun, parse_pytest_report, test_files
-from swerl.execution.envs import BUILTIN_SPECS, EnvManager, TestEnv, load_env_specs
-from swerl.execution.harness import END, START, EvalPlan, eval_plan, grade_log, harness_api, status_map
+from swerl.execution.envs import BUILTIN_SPECS, EnvManager, TestEnv, code_paths, load_env_specs
+from swerl.execution.harness import (
+    END,
+    START,
+    EvalPlan,
+    eval_plan,
+    grade_log,
+    harness_api,
+    patch_files,
+    status_map,
+)
 from swerl.execution.instances import Instance
 from swerl.git.clones import RepoCache
 from swerl.sandbox.limits import MIB
@@ -43,7 +52,8 @@ from swerl.sandbox.limits import MIB
 Isolation = Literal["bwrap", "none"]
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives", "/etc/ssl")
-PYTEST_ARGS = ("-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q", "--no-header")
+PYTEST_ARGS = ("-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q")
+"""No option newer than pytest 4.6, the oldest an inferred environment gets (`recipes.PYTEST_FLOOR`)."""
 _LIMITER = (
     "import json, os, resource, sys\n"
     "for which, value in json.loads(sys.argv[1]):\n"
@@ -149,8 +159,7 @@ def _test_env(workdir: Path, bin_dir: Path, installed: bool) -> dict[str, str]:
     """
     env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"}
     if not installed:
-        paths = [str(workdir)] + ([str(workdir / "src")] if (workdir / "src").is_dir() else [])
-        env["PYTHONPATH"] = ":".join(paths)
+        env["PYTHONPATH"] = ":".join(code_paths(workdir))
     return env
 
 
@@ -275,7 +284,8 @@ class LocalBackend:
         scratch = Path(tempfile.mkdtemp(prefix="swerl-tests-", dir=self.work_root))
         try:
             tree = self.repos.checkout(instance.repo, instance.base_commit, scratch / "repo")
-            env = self.envs.env_for(instance, tree)
+            with self.repos.lend_history(instance.repo, tree):  # for an install's `git describe`
+                env = self.envs.env_for(instance, tree)
             if env.testbed is None:
                 yield env, tree, scratch
                 return
@@ -287,24 +297,34 @@ class LocalBackend:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def run_tests(self, instance: Instance, tests: Sequence[str], patches: Sequence[str] = ()) -> TestRun:
+    def run_tests(
+        self, instance: Instance, tests: Sequence[str], patches: Sequence[str] = (), test_patch: str = ""
+    ) -> TestRun:
+        """`ExecutionBackend.run_tests`; with `test_patch`, applied last as the harness applies it: the
+        files it touches put back to the base commit after `patches`, then the test patch on top (so a
+        patch that also edited a test file cannot change the tests that judge it). The run carries the
+        environment's recipe."""
         with self._fresh_tree(instance) as (env, tree, scratch):
-            for i, patch in enumerate(patches):
+            steps = list(patches)
+            for i, patch in enumerate([*steps, test_patch] if test_patch else steps):
+                if i == len(steps):
+                    reset_files(tree, instance.base_commit, patch_files(test_patch))
                 applied, said = apply_patch(tree, patch, scratch / f"{i}.diff")
                 if not applied:
-                    return TestRun("apply_failed", log=f"patch {i} does not apply:\n{said}")
+                    what = "the test patch" if i == len(steps) else f"patch {i}"
+                    return TestRun("apply_failed", log=f"{what} does not apply:\n{said}", recipe=env.recipe)
             if not tests:
-                return TestRun("ok")
+                return TestRun("ok", recipe=env.recipe)
             script = shlex.join(["python", *PYTEST_ARGS, *test_files(tests)])
-            code, log, timed_out = self._run(instance, env, tree, scratch, script)
+            code, log, timed_out = self._run(env, tree, scratch, script)
         results = parse_pytest_report(log)
         if timed_out:
-            return TestRun("timeout", results, log)
+            return TestRun("timeout", results, log, env.recipe)
         # pytest exits 0 (all passed), 1 (some failed); anything else is an internal or usage error.
         status = "ok" if code in (0, 1) or results else "error"
         if status == "error" and self.limits.rlimits():
             log += _limit_note(code, self.limits)
-        return TestRun(status, results, log)
+        return TestRun(status, results, log, env.recipe)
 
     def evaluate(self, instance: Instance, patch: str | None, log_path: Path) -> EvalRun:
         """Judge `patch` as the harness does; the log goes to `log_path`, graded by the harness's rules."""
@@ -321,7 +341,7 @@ class LocalBackend:
                 reset_files(tree, instance.base_commit, plan.reset_files)
                 test_applied, said = apply_patch(tree, instance.test_patch, scratch / "test.diff")
                 lines.append(said if test_applied else f"[swerl] the test patch does not apply:\n{said}")
-                code, output, timed_out = self._run(instance, env, tree, scratch, plan.test_cmd)
+                code, output, timed_out = self._run(env, tree, scratch, plan.test_cmd)
                 lines += [f": '{START}'", output.rstrip("\n"), f": '{END}'", f"{api.TEST_EXIT_CODE}: {code}"]
                 if timed_out:
                     lines.append(f"{api.TESTS_TIMEOUT}: {self.timeout_s:g} s")
@@ -331,19 +351,16 @@ class LocalBackend:
         report = grade_log(instance, plan, patch, str(log_path))
         return EvalRun(log, report, status_map(instance, plan, str(log_path)), plan, applied)
 
-    def _run(
-        self, instance: Instance, env: TestEnv, tree: Path, scratch: Path, script: str
-    ) -> tuple[int, str, bool]:
+    def _run(self, env: TestEnv, tree: Path, scratch: Path, script: str) -> tuple[int, str, bool]:
         """Run shell lines in the tree, sandboxed: (exit status, output, timed out).
 
-        The mirror is visible read-only: the tree is a shared clone that reads its objects from there,
-        and code may call git at import time (versioneer's `_version.py` counts commits, as the harness's
-        /testbed, a full clone, allows)."""
+        The mirror stays outside: the tree's repository holds the base commit by itself (`checkout`),
+        so code that calls git at import time (versioneer's `_version.py`) still finds a repository,
+        and nothing in the sandbox leads to a later commit."""
         bin_dir = _shims(scratch / "bin", env.python)
         test_env = _test_env(tree, bin_dir, installed=env.testbed is not None)
         if self._bwrap is None:
             return _spawn(self._argv(env, script), tree, test_env, self.timeout_s)
-        mirror = self.repos.bare_path(instance.repo).resolve()
         # The first line inside the sandbox writes to a pipe of ours: a run that wrote nothing there never
         # started (a path to bind that is missing, no namespaces), which is the machinery's failure, not a
         # test log. (bubblewrap's own --info-fd is written before its mounts, so it cannot tell.)
@@ -351,7 +368,7 @@ class LocalBackend:
         try:
             started_line = f"printf started >&{write_end}; exec {write_end}>&-\n"
             argv = self._argv(env, started_line + script)
-            cmd = bwrap_command(self._bwrap, env.python, tree, argv, test_env, [bin_dir, mirror])
+            cmd = bwrap_command(self._bwrap, env.python, tree, argv, test_env, [bin_dir])
             code, out, timed_out = _spawn(cmd, tree, None, self.timeout_s, pass_fds=(write_end,))
             os.close(write_end)
             write_end = -1

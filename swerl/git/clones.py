@@ -1,9 +1,10 @@
 """Clones: one bare mirror per repository, trees read or checked out at any commit.
 
 Localization only reads blobs, so it never needs a checkout: `files_at` and `read_blobs` go straight to
-the object store. Tests need a work tree: `checkout` makes a shared clone of the mirror at a commit
-(hooks off: a repository's own hooks are code we must not run), leaving the mirror untouched, so many
-checkouts of one repository can coexist.
+the object store. Tests need a work tree: `checkout` makes a repository that holds the one commit and
+its tree and nothing else of the mirror (no later commit, object or ref: code under test, a model's patch
+included, must not find the merged fix in `.git`), with hooks off (a repository's own hooks are code we
+must not run). The mirror is only read, so many checkouts of one repository can coexist.
 
 Where mirrors come from: `mirror_dir` (offline: a directory of clones in any usual layout, see
 `find_clone`), else GitHub over https unless `offline`.
@@ -11,6 +12,7 @@ Where mirrors come from: `mirror_dir` (offline: a directory of clones in any usu
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -229,17 +231,42 @@ class RepoCache:
         return data.decode("utf-8", errors="replace")
 
     def checkout(self, repo: str, commit: str, dest: str | Path) -> Path:
-        """A git work tree of `commit` at `dest` (a fresh directory), sharing the mirror's objects.
+        """A git work tree of `commit` at `dest` (a fresh directory) whose repository holds that commit only.
 
         For tests: the harness's patch commands need a repository (`git apply --3way`, a reset between
-        attempts, `git checkout <base> -- <test files>`). No hooks run (hooksPath is /dev/null), and the
-        mirror is never written.
+        attempts, `git checkout <base> -- <test files>`, which names the commit by its sha, so the commit
+        keeps its sha: a shallow repository, its parents cut off). What the tree's `.git` holds is one
+        pack of the commit, its trees and blobs, copied out of the mirror: no alternates, remote, refs
+        or `FETCH_HEAD` lead back to it, and no reflog is kept. The pack is written with its index
+        straight into the new repository, without deltas or compression: copied, not recompressed or
+        hashed again, it makes a checkout cost what a shared clone of the mirror costs (measured in
+        bench/checkout.py). No hooks run (hooksPath is /dev/null), and the mirror is never written.
         """
         bare = self.ensure(repo, commit)
         target = Path(dest)
-        run_git(None, "clone", "--quiet", "--shared", "--no-checkout", str(bare), str(target))
+        if target.exists() and any(target.iterdir()):
+            raise GitError(f"cannot check out {repo} at {target}: not an empty directory")
+        git_dir = target / ".git"
+        run_git(None, "init", "--quiet", "--template=", str(target))
+        with (git_dir / "config").open("a", encoding="utf-8") as config:
+            config.write("[core]\n\tlogAllRefUpdates = false\n")  # no reflog: the later value wins
+        # `--shallow C` then `C`: the commit and everything its tree reaches, none of its ancestors, written
+        # as a pack with its index straight into the new repository.
         run_git(
-            target / ".git",
+            bare,
+            "-c",
+            "pack.window=0",
+            "-c",
+            "pack.compression=0",
+            "pack-objects",
+            "--revs",
+            "--quiet",
+            str(git_dir / "objects" / "pack" / "pack"),
+            stdin=f"--shallow {commit}\n{commit}\n".encode(),
+        )
+        (git_dir / "shallow").write_text(f"{commit}\n", encoding="ascii")
+        run_git(
+            git_dir,
             "-c",
             "advice.detachedHead=false",
             "checkout",
@@ -249,3 +276,32 @@ class RepoCache:
             cwd=target,
         )
         return target
+
+    @contextlib.contextmanager
+    def lend_history(self, repo: str, tree: Path) -> Iterator[Path]:
+        """Give a `checkout` the mirror's history and tags for the duration of the block, then take it back.
+
+        For installing an environment from the tree: install steps compute the project's version with
+        `git describe` (setuptools_scm, versioneer), which needs the tags and the commits between, as the
+        harness's image (a clone with the history up to the base commit) has them; a tree with one commit
+        gives `0.1.dev1`, below a `minversion` the project's own configuration demands. What is lent
+        cannot reach a patch: the install runs the repository's code at its base commit, before any
+        patch, and the tree is put back as `checkout` made it (its one commit only) before any test
+        runs in it. Of the refs, only the tags are lent: `git describe` considers those reachable from
+        the commit, so a later tag changes nothing. Lending costs one `git for-each-ref` and three small
+        files.
+        """
+        git_dir = tree / ".git"
+        bare = self.bare_path(repo)
+        shallow = (git_dir / "shallow").read_bytes()
+        tags = run_git(bare, "for-each-ref", "--format=%(objectname) %(refname)", "refs/tags")
+        (git_dir / "objects" / "info").mkdir(parents=True, exist_ok=True)
+        (git_dir / "objects" / "info" / "alternates").write_text(f"{bare / 'objects'}\n", encoding="utf-8")
+        (git_dir / "packed-refs").write_bytes(tags)
+        (git_dir / "shallow").unlink()
+        try:
+            yield tree
+        finally:
+            (git_dir / "objects" / "info" / "alternates").unlink(missing_ok=True)
+            (git_dir / "packed-refs").unlink(missing_ok=True)
+            (git_dir / "shallow").write_bytes(shallow)

@@ -23,11 +23,20 @@ test files (under tests/, test/ or testing/, test_*.py, *_test.py), conftest.py,
 (sitecustomize.py, usercustomize.py, *.pth) and new modules that would shadow the test runner (pytest,
 _pytest, py, pluggy). The harness then resets the test patch's files and grades by name, so an answer
 that only changes how the tests run scores 0; the dropped paths are listed in the result.
+
+Where the tests run (`engine`): `threads` runs a group's distinct patches on this machine, `workers` at
+a time (each run is a sandboxed process, so threads suffice); `ray` makes each one a Ray task that asks
+for one CPU and no GPU, so a cluster's CPU nodes run the tests and the training GPUs never do. Ray is
+imported only then (`pip install 'swerl[ray]'`): `ray.init()` joins the cluster `RAY_ADDRESS` names,
+else starts a local instance with `workers` CPUs. A task builds its own copy of the backend, so each
+node keeps mirrors and environments under the same cache path (shared storage, or one cache per node
+that each fills once).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import re
 import tempfile
 import threading
@@ -51,6 +60,7 @@ from swerl.errors import UserError
 from swerl.execution.harness import eval_plan, harness_api
 from swerl.execution.instances import Instance, instance_from_row
 from swerl.git import GitError
+from swerl.ray_cluster import connect
 
 if TYPE_CHECKING:
     from swerl.execution.local import LocalBackend
@@ -58,6 +68,8 @@ if TYPE_CHECKING:
 Kind = Literal["resolved", "unresolved", "malformed", "not_executable", "infra_error"]
 Shaping = Literal["none", "fail_to_pass"]
 SHAPINGS: tuple[str, ...] = ("none", "fail_to_pass")
+Engine = Literal["threads", "ray"]
+ENGINES: tuple[str, ...] = ("threads", "ray")
 
 _TEST_DIRS = frozenset({"tests", "test", "testing"})
 _RUNNER_FILES = frozenset(
@@ -176,10 +188,10 @@ def normalized_patch(patch: str) -> str:
 
 
 class _Counter:
-    """Numbers log folders uniquely across threads."""
+    """Numbers log folders uniquely across threads (a Ray task's count starts where the driver says)."""
 
-    def __init__(self) -> None:
-        self._lock, self._value = threading.Lock(), 0
+    def __init__(self, start: int = 0) -> None:
+        self._lock, self._value = threading.Lock(), start
 
     def next(self) -> int:
         with self._lock:
@@ -192,19 +204,22 @@ class ExecutionReward:
     """Judges answers with a `LocalBackend`; `score_group` runs a group's distinct patches in parallel.
 
     `log_dir` keeps each evaluation's log (the harness's layout) under a folder per instance; without it
-    logs go to a temporary folder and are removed."""
+    logs go to a temporary folder and are removed. `engine`: where the tests run (module docstring)."""
 
     backend: LocalBackend
     shaping: Shaping = "none"
     workers: int = 1
     retries: int = 1
     log_dir: Path | None = None
+    engine: Engine = "threads"
     _counter: _Counter = field(default_factory=_Counter, repr=False)
     _known: dict[tuple[str, str], tuple[str, str] | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.shaping not in SHAPINGS:
             raise UserError(f"unknown execution reward shaping {self.shaping!r}; use {', '.join(SHAPINGS)}")
+        if self.engine not in ENGINES:
+            raise UserError(f"unknown execution engine {self.engine!r}; use {', '.join(ENGINES)}")
         harness_api()  # grading needs the swebench package: say so before any answer is run
 
     def problem(self, instance: Instance | None) -> tuple[str, str] | None:
@@ -288,10 +303,13 @@ class ExecutionReward:
         texts = [p for p in patches if isinstance(p, str)]
         distinct = list(dict.fromkeys(map(normalized_patch, texts)))
         first = {normalized_patch(p): p for p in reversed(texts)}
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
-            verdicts = dict(
-                zip(distinct, pool.map(lambda k: self.score_patch(instance, first[k]), distinct), strict=True)
-            )
+        jobs = [first[k] for k in distinct]
+        if self.engine == "ray":
+            judged = self._on_ray(instance, jobs)
+        else:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+                judged = list(pool.map(lambda patch: self.score_patch(instance, patch), jobs))
+        verdicts = dict(zip(distinct, judged, strict=True))
         out = []
         for patch in patches:
             if isinstance(patch, FormatError):
@@ -299,6 +317,38 @@ class ExecutionReward:
             else:
                 out.append(_copy(verdicts[normalized_patch(patch)]))
         return out
+
+    def _on_ray(self, instance: Instance, patches: Sequence[str]) -> list[ExecutionResult]:
+        """`score_patch` of each patch as a Ray task, all submitted at once; a task that Ray itself lost
+        (its worker or node died, after Ray's own retries) is an infrastructure error, never a verdict."""
+        ray, _ = connect(self.workers, "the ray execution engine")
+        remote = _ray_task(ray)
+        options = (self.backend, self.shaping, self.retries, self.log_dir)
+        refs = [remote.remote(options, instance, patch, self._counter.next() - 1) for patch in patches]
+        results = []
+        for ref in refs:
+            try:
+                results.append(ray.get(ref))
+            except Exception as err:  # RayTaskError, WorkerCrashedError, NodeDiedError, ...
+                said = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}"
+                results.append(ExecutionResult(None, "infra_error", "worker_lost", said))
+        return results
+
+
+@functools.cache
+def _ray_task(ray: Any) -> Any:
+    """`_score_task` as a Ray remote function: one CPU, no GPU (a test run is one sandboxed process)."""
+    return ray.remote(num_cpus=1, num_gpus=0)(_score_task)
+
+
+def _score_task(
+    options: tuple[LocalBackend, Shaping, int, Path | None], instance: Instance, patch: str, sequence: int
+) -> ExecutionResult:
+    """One patch's verdict on a Ray worker, by an `ExecutionReward` like the driver's (`sequence` numbers
+    its log folder as the driver's counter would)."""
+    backend, shaping, retries, log_dir = options
+    reward = ExecutionReward(backend, shaping, retries=retries, log_dir=log_dir, _counter=_Counter(sequence))
+    return reward.score_patch(instance, patch)
 
 
 def _copy(result: ExecutionResult) -> ExecutionResult:

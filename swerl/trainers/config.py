@@ -254,7 +254,11 @@ class GRPOConfig(TrainConfig):
             row is executable, similarity elsewhere) or "token:N" / "token:LO-HI" (fraction of answer
             tokens with those ids; a smoke-test reward any model can learn).
         reward_strict: the similarity reward's strict format (off in the paper).
-        execution_workers: test runs at once per group (a thread pool; each run is a sandboxed process).
+        execution_workers: test runs at once per group (a thread pool; each run is a sandboxed process);
+            under `execution_engine: ray` without a cluster, the CPUs of the local Ray instance.
+        execution_engine: "threads" (tests on this machine's CPUs) or "ray" (each distinct answer of a
+            group a Ray task of one CPU and no GPU: the cluster of RAY_ADDRESS, else a local instance;
+            needs `pip install 'swerl[ray]'`).
         execution_shaping: "none", or "fail_to_pass" (an unresolved answer that breaks no PASS_TO_PASS
             test gets the share of FAIL_TO_PASS tests it passes).
         execution_cache_dir: bare mirrors and test environments (reused across steps and runs).
@@ -298,6 +302,7 @@ class GRPOConfig(TrainConfig):
     reward: str = "swe_rl"
     reward_strict: bool = False
     execution_workers: PositiveInt = 1
+    execution_engine: Literal["threads", "ray"] = "threads"
     execution_shaping: Literal["none", "fail_to_pass"] = "none"
     execution_cache_dir: str = "runs/agentless-cache"
     execution_clones: str | None = None

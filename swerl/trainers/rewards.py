@@ -113,7 +113,12 @@ def build_reward(config: GRPOConfig) -> GroupReward:
         isolation=config.execution_isolation,
         timeout_s=config.execution_timeout_s,
     )
-    execution = ExecutionReward(backend, shaping=config.execution_shaping, workers=config.execution_workers)
+    execution = ExecutionReward(
+        backend,
+        shaping=config.execution_shaping,
+        workers=config.execution_workers,
+        engine=config.execution_engine,
+    )
     return ExecutionGroupReward(
         execution, config.reward == "hybrid", RewardConfig(strict=config.reward_strict)
     )
