@@ -89,10 +89,10 @@ CASES: dict[str, Case] = {
         },
         outputs=("runs/agentless-served/predictions.jsonl",),
     ),
-    "docs/integrations.md#trl-grpotrainer-on-mined-rows-with-the-swe-rl-reward": Case(
+    "docs/integrations.md#trl-grpotrainer-on-mined-rows-with-swerls-rewards": Case(
         fill={"path/to/clone": "{project}"}
     ),
-    "docs/integrations.md#trl-grpotrainer-on-mined-rows-with-the-swe-rl-reward/2": Case(),
+    "docs/integrations.md#trl-grpotrainer-on-mined-rows-with-swerls-rewards/2": Case(),
     "docs/integrations.md#verl-the-rl-dataset-and-compute_score": Case(
         outputs=("runs/verl/train.parquet", "runs/verl/test.parquet")
     ),
