@@ -350,7 +350,9 @@ def _register_validate(commands: argparse._SubParsersAction) -> None:
     )
     validate.add_argument("--offline", action="store_true", help="never contact GitHub")
     validate.add_argument(
-        "--python", help="run every repository's tests with this interpreter (no env creation)"
+        "--python",
+        type=local_or_name,
+        help="run every repository's tests with this interpreter (no env creation)",
     )
     validate.add_argument(
         "--env-specs",
