@@ -38,7 +38,7 @@ class Case:
     setup: str = ""
     status: int = 0
     outputs: tuple[str, ...] = ()
-    timeout_s: float = 300
+    timeout_s: float = 600
 
 
 # The RLEF configs' run, one step of each part.
