@@ -12,6 +12,7 @@ from swerl.cli.args import (
     existing_dir,
     existing_file,
     existing_path,
+    local_or_name,
     nonnegative_int,
     output_dir,
     positive_float,
@@ -191,6 +192,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     mine.add_argument(
         "--decontaminate-with",
         action="append",
+        type=local_or_name,
         default=[],
         metavar="SPEC",
         help="benchmark instances to exclude: a .txt/.json/.jsonl/.parquet file or hf:NAME[:SPLIT] "
@@ -348,7 +350,9 @@ def _register_validate(commands: argparse._SubParsersAction) -> None:
     )
     validate.add_argument("--offline", action="store_true", help="never contact GitHub")
     validate.add_argument(
-        "--python", help="run every repository's tests with this interpreter (no env creation)"
+        "--python",
+        type=local_or_name,
+        help="run every repository's tests with this interpreter (no env creation)",
     )
     validate.add_argument(
         "--env-specs",
