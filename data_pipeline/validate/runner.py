@@ -25,7 +25,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from swerl.errors import UserError
 from swerl.execution.base import TestRun
 from swerl.execution.envs import EnvSetupError
 from swerl.execution.instances import Instance
-from swerl.execution.local import LocalBackend, cached_backend
+from swerl.execution.local import LocalBackend, RunLimits, cached_backend
 from swerl.git import GitError
 from swerl.git.clones import ensure_bare_clone
 
@@ -60,6 +60,7 @@ class BackendOptions:
     wheelhouse: Path | None = None
     isolation: str = "bwrap"
     timeout_s: float = 1800.0
+    limits: RunLimits = field(default_factory=RunLimits)
 
     def backend(self) -> LocalBackend:
         """This process's backend for these options (built once: it caches interpreters it found)."""
@@ -73,6 +74,7 @@ class BackendOptions:
                 wheelhouse=self.wheelhouse,
                 isolation=self.isolation,
                 timeout_s=self.timeout_s,
+                limits=self.limits,
             )
         return _BACKENDS[self]
 
