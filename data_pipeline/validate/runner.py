@@ -32,10 +32,11 @@ from typing import Any
 from data_pipeline.engines.pools import open_engine
 from data_pipeline.run.runner import progress_bar
 from data_pipeline.validate.outcomes import Verdict, judge
-from data_pipeline.validate.rows import output_row, output_table, patch_test_files, version_at
+from data_pipeline.validate.rows import output_row, output_table, version_at
 from swerl.errors import UserError
 from swerl.execution.base import TestRun
 from swerl.execution.envs import EnvSetupError
+from swerl.execution.harness import patch_test_files
 from swerl.execution.instances import Instance
 from swerl.execution.local import LocalBackend, RunLimits, cached_backend
 from swerl.git import GitError
