@@ -42,7 +42,10 @@ class Case:
 
 
 # The RLEF configs' run, one step of each part.
-_RLEF_SMALL = " --set max_steps=1 --set sft_warmup_steps=1 --set eval_samples=1 --set max_eval_samples=2"
+_RLEF_SMALL = (
+    " --set max_steps=1 --set sft_warmup_steps=1 --set eval_samples=1 --set max_eval_samples=2"
+    " --set prompts_per_step=2 --set episodes_per_problem=2"
+)
 # A training run in two steps, evaluated on two held-out rows.
 _TRAIN_SMALL = " --set max_steps=2 --set max_eval_samples=2"
 # Where the tiny CPU configs expect `swerl quickstart`'s model: a reader who has run it has one there.
