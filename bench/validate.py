@@ -64,9 +64,13 @@ def bare_seconds(backend: LocalBackend, instance: Instance, repeats: int) -> flo
                     assert apply_patch(tree, patch, scratch / f"{i}.diff")[0]
                 reset_files(tree, instance.base_commit, patch_files(instance.test_patch))
                 assert apply_patch(tree, instance.test_patch, scratch / "test.diff")[0]
+                # A temporary directory of its own, as the sandbox's private /tmp: pytest would otherwise
+                # prune other jobs' leftovers in the shared /tmp/pytest-of-USER.
+                (scratch / "tmp").mkdir()
                 test_env = _test_env(
                     tree, _shims(scratch / "bin", env.python), installed=env.testbed is not None
                 )
+                test_env["TMPDIR"] = str(scratch / "tmp")
                 start = time.perf_counter()
                 subprocess.run(
                     ["bash", "-c", command], cwd=tree, env=test_env, capture_output=True, check=False
