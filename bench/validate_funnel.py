@@ -61,7 +61,7 @@ def main() -> None:
     ax.invert_yaxis()
     ax.set_xlabel("rows that change tests")
     ax.legend(loc="lower right", fontsize="small")
-    ax.set_title("swerl data validate: verdicts per repository (no hand-written environment)")
+    ax.set_title("swerl data validate, environments inferred: verdict per row")
     fig.tight_layout()
     args.png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.png, dpi=100)
