@@ -157,11 +157,19 @@ def missing_model(name: str, tokenizer: bool = False) -> str | None:
             if is_adapter_dir(path):
                 return None
         return f"{name} is not a {kind} directory (no {marker}: save_pretrained writes one)"
-    # `runs/model` could be the hub id of owner "runs", but not when ./runs is a directory here.
-    looks_local = name.startswith((".", "~", "/")) or (len(path.parts) > 1 and path.parent.is_dir())
-    if _HUB_ID.fullmatch(name) and not looks_local:
+    if _HUB_ID.fullmatch(name) and not looks_local(name):
         return None
     return f"no such model directory {name}"
+
+
+def looks_local(name: str) -> bool:
+    """Whether model name `name` means a path on this machine rather than a hub id: it exists, starts
+    with `.`, `~` or `/`, or is not a hub id at all. `runs/model` could be the hub id of owner "runs",
+    but not when ./runs is a directory here."""
+    path = Path(name).expanduser()
+    if path.exists() or name.startswith((".", "~", "/")) or not _HUB_ID.fullmatch(name):
+        return True
+    return len(path.parts) > 1 and path.parent.is_dir()
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -22,10 +22,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from data_pipeline.validate.outcomes import judge
-from data_pipeline.validate.rows import load_input, patch_test_files
+from data_pipeline.validate.rows import load_input
 from data_pipeline.validate.runner import BackendOptions, validate
 from swerl.cli.main import main
 from swerl.execution.base import TestRun
+from swerl.execution.harness import patch_test_files
 from swerl.sandbox.bwrap import isolation_available
 from swerl.synth_repo import FastImport, git
 

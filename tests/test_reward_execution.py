@@ -7,6 +7,7 @@ hack of an answer that changes how the tests run instead of the code scores 0.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from calc_repo import BASE, FIXED, HALF, ISOLATION, NEW_TESTS, OPS, build_calc, 
 
 from swerl.edit_format import build_git_patch
 from swerl.errors import UserError
+from swerl.execution.harness import eval_plan
 from swerl.execution.instances import Instance
 from swerl.execution.local import LocalBackend
 from swerl.git.clones import RepoCache
@@ -121,6 +123,21 @@ def test_gold_resolves_empty_does_not_and_a_bad_patch_scores_zero(
     assert reward.score_patch(inst, "not a diff").error == "patch_does_not_apply"
 
 
+def test_a_test_patch_that_adds_a_data_file_hands_pytest_only_its_python_files(
+    setup: tuple[ExecutionReward, Instance],
+) -> None:
+    # As in pallets__flask-4992 (a tests/static/config.toml fixture): pytest given the data file finds no
+    # collector for it and runs nothing, so every answer, the gold one too, would score 0.
+    reward, inst = setup
+    fixture = build_git_patch({}, {"tests/static/config.toml": "answer = 42\n"})
+    with_data = dataclasses.replace(inst, test_patch=inst.test_patch + fixture)
+    plan = eval_plan(with_data)
+    assert "tests/static/config.toml" in plan.reset_files
+    assert plan.test_cmd == "pytest -rA tests/test_ops.py"
+    gold = reward.score_patch(with_data, inst.patch)
+    assert (gold.reward, gold.kind, gold.fail_to_pass) == (1.0, "resolved", (2, 2))
+
+
 def test_shaping_rewards_the_share_of_fail_to_pass_unless_a_pass_to_pass_test_breaks(
     setup: tuple[ExecutionReward, Instance],
 ) -> None:
@@ -149,6 +166,22 @@ def test_a_search_replace_answer_becomes_a_patch_against_the_base_tree(
     group = reward.score_group(inst, [patch, error, patch.replace("\n", "  \n"), ""])
     assert [r.reward for r in group] == [1.0, -1.0, 1.0, 0.0]
     assert group[1].kind == "malformed"
+
+
+def test_a_patch_cut_short_is_malformed_even_beside_one_that_reads_the_same_normalized(
+    setup: tuple[ExecutionReward, Instance],
+) -> None:
+    # A wrong answer whose diff ends in a blank context line, and the same diff with that line cut off
+    # (a hunk shorter than its header: not a diff). Normalized, the two read the same; their verdicts
+    # must not depend on which came first in the group.
+    reward, inst = setup
+    wrong = _patch({"calc/ops.py": OPS.replace("def add(a, b):", "def add(a, b):  # adds", 1)})
+    assert wrong.endswith("\n \n")
+    cut = wrong[: -len(" \n")]
+    for group in ([cut, wrong], [wrong, cut]):
+        verdicts = {p: r for p, r in zip(group, reward.score_group(inst, group), strict=True)}
+        assert (verdicts[cut].reward, verdicts[cut].error) == (-1.0, "not_a_diff")
+        assert (verdicts[wrong].reward, verdicts[wrong].kind) == (0.0, "unresolved")
 
 
 def test_identical_patches_of_a_group_run_once(setup: tuple[ExecutionReward, Instance]) -> None:

@@ -41,7 +41,6 @@ SWEBENCH_COLUMNS = (
 """The published datasets' columns (test lists as JSON strings), then the recipe of the environment the
 lists were found in."""
 
-_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
@@ -124,20 +123,6 @@ def _columns(file: Path) -> set[str]:
     from swerl.jsonl import stream_records
 
     return set(next(iter(stream_records(file)), {}))
-
-
-def patch_test_files(test_patch: str) -> list[str]:
-    """The Python files a test patch leaves in the tree (added or changed; deleted ones are gone), the
-    files validation runs: a path pytest cannot find would end the whole run in a usage error."""
-    files = []
-    for chunk in re.split(r"(?m)^(?=diff --git )", test_patch):
-        header = _DIFF_HEADER.match(chunk)
-        if header is None or "\n+++ /dev/null" in chunk.split("\n@@", 1)[0]:
-            continue
-        name = header.group(2)
-        if name.endswith(".py"):
-            files.append(name)
-    return list(dict.fromkeys(files))
 
 
 def version_at(bare: Path, commit: str) -> str:

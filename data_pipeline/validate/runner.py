@@ -25,19 +25,20 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from data_pipeline.engines.pools import open_engine
 from data_pipeline.run.runner import progress_bar
 from data_pipeline.validate.outcomes import Verdict, judge
-from data_pipeline.validate.rows import output_row, output_table, patch_test_files, version_at
+from data_pipeline.validate.rows import output_row, output_table, version_at
 from swerl.errors import UserError
 from swerl.execution.base import TestRun
 from swerl.execution.envs import EnvSetupError
+from swerl.execution.harness import patch_test_files
 from swerl.execution.instances import Instance
-from swerl.execution.local import LocalBackend, cached_backend
+from swerl.execution.local import LocalBackend, RunLimits, cached_backend
 from swerl.git import GitError
 from swerl.git.clones import ensure_bare_clone
 
@@ -60,6 +61,7 @@ class BackendOptions:
     wheelhouse: Path | None = None
     isolation: str = "bwrap"
     timeout_s: float = 1800.0
+    limits: RunLimits = field(default_factory=RunLimits)
 
     def backend(self) -> LocalBackend:
         """This process's backend for these options (built once: it caches interpreters it found)."""
@@ -73,6 +75,7 @@ class BackendOptions:
                 wheelhouse=self.wheelhouse,
                 isolation=self.isolation,
                 timeout_s=self.timeout_s,
+                limits=self.limits,
             )
         return _BACKENDS[self]
 

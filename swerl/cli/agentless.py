@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from swerl.cli.args import (
+    absolute,
     existing_dir,
     existing_file,
+    local_or_name,
     nonnegative_float,
     nonnegative_int,
     output_dir,
@@ -28,6 +30,7 @@ def _add_data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset",
         required=True,
+        type=local_or_name,
         help="a local .parquet/.jsonl/.json file in the SWE-bench schema, a hub id "
         "(princeton-nlp/SWE-bench_Lite) or an alias: lite, verified, full",
     )
@@ -69,7 +72,9 @@ def _add_model_options(parser: argparse.ArgumentParser, required: bool) -> None:
         help="vllm: token ids in and out (vLLM's extensions); openai: text only, the plain API any "
         "server takes; auto (default): ask the server which it is",
     )
-    group.add_argument("--tokenizer", help="tokenizer to render prompts with (default: --model)")
+    group.add_argument(
+        "--tokenizer", type=local_or_name, help="tokenizer to render prompts with (default: --model)"
+    )
     group.add_argument("--dtype", default=None, help="model dtype for transformers (e.g. bfloat16)")
     group.add_argument("--device", default="cpu", help="device for transformers (default: cpu)")
     group.add_argument(
@@ -110,7 +115,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 def _add_local_backend_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("local backend")
     group.add_argument(
-        "--python", help="run every repository's tests with this interpreter (no env creation)"
+        "--python",
+        type=local_or_name,
+        help="run every repository's tests with this interpreter (no env creation)",
     )
     group.add_argument(
         "--env-specs",
@@ -256,6 +263,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     evaluate.add_argument(
         "--predictions",
         required=True,
+        type=local_or_name,
         help="predictions file (.jsonl or .json), or gold (the instances' patches) or empty (no patch)",
     )
     evaluate.add_argument(
@@ -372,7 +380,7 @@ def _reuse_repo_options(args: argparse.Namespace) -> None:
     if not path.is_file():
         return
     recorded = load_json(path)
-    if args.cache_dir == DEFAULT_CACHE:
+    if args.cache_dir == absolute(DEFAULT_CACHE):
         args.cache_dir = Path(recorded.get("cache_dir") or DEFAULT_CACHE)
     if args.clones is None and recorded.get("clones"):
         args.clones = Path(recorded["clones"])
@@ -474,10 +482,18 @@ def _config(args: argparse.Namespace, **extra: Any) -> Any:
 # -- commands -------------------------------------------------------------------------------------------
 
 
+def _local_model(args: argparse.Namespace) -> None:
+    """--model as the path it names (absolute, like every path of the command line), unless a server
+    is given: then it is the served model's name, which the server matches as written."""
+    if args.model and not args.openai_base_url:
+        args.model = local_or_name(args.model)
+
+
 def _run(args: argparse.Namespace) -> int:
     from agentless.pipeline import STAGES, claim_stages, run, run_localization, stage_path
     from agentless.stages import StageFile
 
+    _local_model(args)
     if args.regression_model_filter and not (args.regression or args.regression_from_gold_pass_to_pass):
         raise UserError("--regression-model-filter filters the tests of --regression: add --regression")
     if args.reproduction_samples is not None and not args.reproduction:
@@ -528,6 +544,7 @@ def _run(args: argparse.Namespace) -> int:
 def _run_localize(args: argparse.Namespace) -> int:
     from agentless.pipeline import claim_stages, run_localization
 
+    _local_model(args)
     instances = _instances(args)
     cfg = _config(args, model_name=args.model or "")
     hold_folder(args.out, "agentless run")  # a second run into the same --out stops at once

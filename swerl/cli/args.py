@@ -1,4 +1,9 @@
-"""Argument types and help formatting shared by every `swerl` command.
+"""Argument types, help formatting and path resolution shared by every `swerl` command.
+
+Paths are made absolute once, here, where the command line is parsed (`absolute_paths`, and the types
+below for values that may name a file or something else): a relative path handed further down means
+something else as soon as any step changes directory (a test checkout, an environment build), and a
+relative path recorded in a manifest or run config means something else to the next reader.
 
 Why types instead of checks in each command: argparse reports a bad value as a usage error (exit 2) that
 names the option, before any work starts; a negative `--max-lines` or a directory given as `--input`
@@ -9,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import glob
 import math
+import os
 import re
 import sys
 import types
@@ -84,6 +91,35 @@ def _innermost(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Arg
             if isinstance(action, argparse._SubParsersAction) and token in action.choices:
                 return _innermost(action.choices[token], argv[position + 1 :])
     return parser
+
+
+def absolute(path: str | Path) -> Path:
+    """`path` made absolute against the current directory (`~` expanded), without following symlinks:
+    the path the user meant, not where a link points today."""
+    return Path(os.path.abspath(Path(path).expanduser()))
+
+
+def absolute_paths(args: argparse.Namespace) -> argparse.Namespace:
+    """Every `Path` in parsed `args` (and in lists of them), defaults included, made absolute: the one
+    pass every command goes through, so nothing below the command line sees a relative path."""
+    for name, value in vars(args).items():
+        if isinstance(value, Path):
+            setattr(args, name, absolute(value))
+        elif isinstance(value, list) and value and all(isinstance(v, Path) for v in value):
+            setattr(args, name, [absolute(v) for v in value])
+    return args
+
+
+def local_or_name(text: str) -> str:
+    """A value that is either local files or folders, comma-separated, each made absolute, or a name
+    that is not a path (a hub id, a keyword such as `gold`, `bundled:test`): a part that exists here, or
+    a glob that matches here, is taken for a path; any other part is left as written."""
+
+    def one(part: str) -> str:
+        matches = glob.glob(os.path.expanduser(part)) if glob.has_magic(part) else []
+        return str(absolute(part)) if matches or Path(part).expanduser().exists() else part
+
+    return ",".join(one(part) for part in text.split(","))
 
 
 def repo_name(text: str) -> str:
@@ -184,12 +220,13 @@ def existing_path(text: str) -> Path:
 def model_name(text: str) -> str:
     """A hub id or a model directory: a local path that does not exist, or a hub id that is neither cached
     nor reachable, is refused now, rather than after a minute of download retries."""
+    from swerl.configs import looks_local
     from swerl.hub import model_problem
 
     problem = model_problem(text)
     if problem:
         raise argparse.ArgumentTypeError(problem)
-    return text
+    return str(absolute(text)) if looks_local(text) else text
 
 
 def output_file(text: str) -> Path:

@@ -10,11 +10,10 @@ from pathlib import Path
 from data_pipeline.config import MineConfig
 from swerl.cli.args import (
     existing_dir,
-    existing_file,
     existing_path,
+    local_or_name,
     nonnegative_int,
     output_dir,
-    positive_float,
     positive_int,
     proper_fraction,
     repo_name,
@@ -191,6 +190,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     mine.add_argument(
         "--decontaminate-with",
         action="append",
+        type=local_or_name,
         default=[],
         metavar="SPEC",
         help="benchmark instances to exclude: a .txt/.json/.jsonl/.parquet file or hf:NAME[:SPLIT] "
@@ -288,6 +288,7 @@ def register(groups: argparse._SubParsersAction) -> None:
 
 def _register_validate(commands: argparse._SubParsersAction) -> None:
     from swerl.cli.agentless import DEFAULT_CACHE as TEST_CACHE
+    from swerl.cli.agentless import _add_local_backend_options
 
     validate = commands.add_parser(
         "validate",
@@ -330,9 +331,6 @@ def _register_validate(commands: argparse._SubParsersAction) -> None:
         "or starts a local instance; --cache-dir and OUT must be on shared storage)",
     )
     validate.add_argument(
-        "--timeout", type=positive_float, default=1800.0, metavar="SECONDS", help="wall clock per test run"
-    )
-    validate.add_argument(
         "--cache-dir",
         type=output_dir,
         default=TEST_CACHE,
@@ -347,22 +345,7 @@ def _register_validate(commands: argparse._SubParsersAction) -> None:
         "name); a --local mining output's own clone is used without it",
     )
     validate.add_argument("--offline", action="store_true", help="never contact GitHub")
-    validate.add_argument(
-        "--python", help="run every repository's tests with this interpreter (no env creation)"
-    )
-    validate.add_argument(
-        "--env-specs",
-        type=existing_file,
-        metavar="FILE",
-        help="environments per repository and version (JSON)",
-    )
-    validate.add_argument(
-        "--wheelhouse",
-        type=existing_dir,
-        metavar="DIR",
-        help="create environments from the wheels in DIR only",
-    )
-    validate.add_argument("--unsafe-no-isolation", action="store_true", help="run tests without bubblewrap")
+    _add_local_backend_options(validate)
     validate.add_argument("--quiet", action="store_true", help="no progress bar")
     validate.set_defaults(run=_run_validate)
 
@@ -371,6 +354,7 @@ def _run_validate(args: argparse.Namespace) -> int:
     from data_pipeline.validate.rows import load_input
     from data_pipeline.validate.runner import BackendOptions, validate
     from swerl.execution.harness import harness_api
+    from swerl.execution.local import RunLimits
     from swerl.paths import hold_folder, is_mining_output
 
     if args.engine == "ray":
@@ -390,7 +374,8 @@ def _run_validate(args: argparse.Namespace) -> int:
         python=args.python,
         wheelhouse=args.wheelhouse.resolve() if args.wheelhouse else None,
         isolation="none" if args.unsafe_no_isolation else "bwrap",
-        timeout_s=args.timeout,
+        timeout_s=args.test_timeout_s,
+        limits=RunLimits(memory_mb=args.test_memory_mb, cpu_s=args.test_cpu_s),
     )
     hold_folder(args.out, "validation")
     summary = validate(

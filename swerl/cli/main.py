@@ -21,7 +21,7 @@ from pathlib import Path
 
 from swerl import __version__
 from swerl.cli import agentless, data, eval, exiting, plot, quickstart, reward, sandbox, serve, train
-from swerl.cli.args import finish_parsers, parse_command_line
+from swerl.cli.args import absolute_paths, finish_parsers, parse_command_line
 from swerl.errors import UserError
 
 DEBUG_ENV = "SWERL_DEBUG"
@@ -102,7 +102,7 @@ def report_error(err: BaseException, debug: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; exit status 0 on success, 1 for errors, 2 for usage errors, 130 if interrupted."""
     parser = build_parser()
-    args = parse_command_line(parser, argv)
+    args = absolute_paths(parse_command_line(parser, argv))
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         return int(args.run(args) or 0)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from swerl.cli import silence_library_progress
-from swerl.cli.args import existing_file
+from swerl.cli.args import absolute, existing_file, local_or_name
 from swerl.errors import UserError
 
 # Subcommand -> (trainer module under swerl.trainers, its config class, what its run directory holds,
@@ -73,6 +73,7 @@ def register(groups: argparse._SubParsersAction) -> None:
         sub.add_argument(
             "--resume",
             nargs="?",
+            type=local_or_name,
             const="latest",
             default=None,
             metavar="CHECKPOINT",
@@ -97,6 +98,40 @@ def config_class(command: str) -> type:
     return getattr(importlib.import_module(module), config_name)
 
 
+# Config fields that name local files or folders (those a config class has), made absolute against the
+# current directory as the command line's own paths are: the run's config.yaml then says which files it
+# read and wrote wherever it is read from, and no trainer step sees a relative path.
+_PATH_FIELDS = (
+    "model_name_or_path",
+    "train_file",
+    "eval_file",
+    "output_dir",
+    "deepspeed",
+    "resume_from_checkpoint",
+    "execution_cache_dir",
+    "execution_clones",
+)
+
+
+def absolute_config_paths(config: Any) -> None:
+    """Make `config`'s path fields absolute in place. Left as written: a hub model id, a data source
+    that is not a file (`bundled:test`, `hf:NAME`) and resume's `latest`; a comma-separated list of
+    files is resolved file by file."""
+    from swerl.configs import looks_local
+    from swerl.trainers.config import is_local_path
+
+    for name in _PATH_FIELDS:
+        value = getattr(config, name, None)
+        if not isinstance(value, str) or not value or (name, value) == ("resume_from_checkpoint", "latest"):
+            continue
+        if name == "model_name_or_path":
+            resolved = str(absolute(value)) if looks_local(value) else value
+        else:
+            parts = [part.strip() for part in value.split(",")]
+            resolved = ",".join(str(absolute(p)) if is_local_path(p) else p for p in parts)
+        setattr(config, name, resolved)
+
+
 def load_checked(command: str, args: argparse.Namespace) -> Any:
     """The config with every value checked, its input files present and its run directory ready; all
     before any model is loaded."""
@@ -106,6 +141,7 @@ def load_checked(command: str, args: argparse.Namespace) -> Any:
     config = cls.from_yaml(args.config, args.overrides)
     if args.resume:
         config.resume_from_checkpoint = args.resume
+    absolute_config_paths(config)
     missing = config.missing_inputs()
     if not missing and command in _ROW_FILE_TRAINERS:
         from swerl.trainers.data import rows_file_problem

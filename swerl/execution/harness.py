@@ -4,9 +4,9 @@ What the harness does to judge a patch, and where each piece comes from here:
 
 - what to run: the dataset's `eval_script` column (5.x datasets carry it): the test files it resets to
   the base commit, and the test command between its `>>>>> Start Test Output` / `>>>>> End Test Output`
-  markers. Rows without it (older exports, generated instances) get the same shape built from the test
-  patch: reset the files it touches, run `pytest -rA` on them and on the files the test lists name,
-  parse with `parse_log_pytest`.
+  markers. Rows without it (older exports, rows of `swerl data validate`) get the same shape built from
+  the test patch: reset the files it touches, run `pytest -rA` on the Python files it leaves in the tree
+  and on the files the test lists name, parse with `parse_log_pytest`.
 - how a patch is applied: `GIT_APPLY_CMDS` of `swebench.harness.run_evaluation` (git apply, --3way,
   --reject, then `patch --fuzz=5`), from a pristine tree before each attempt.
 - how the log is read and graded: `swebench.harness.grading.get_eval_report` on a log written with the
@@ -102,6 +102,21 @@ def patch_files(patch: str) -> list[str]:
     return list(dict.fromkeys(n for n in names if n != "/dev/null"))
 
 
+def patch_test_files(test_patch: str) -> list[str]:
+    """The Python files a test patch leaves in the tree (added or changed; deleted ones are gone): the
+    files handed to pytest. A data file (a .toml fixture) or a deleted file named on pytest's command line
+    ends the whole run in a usage error with no test results, whatever the answer."""
+    files = []
+    for chunk in re.split(r"(?m)^(?=diff --git )", test_patch):
+        header = _DIFF_FILE.match(chunk)
+        if header is None or "\n+++ /dev/null" in chunk.split("\n@@", 1)[0]:
+            continue
+        name = header.group(2)
+        if name.endswith(".py"):
+            files.append(name)
+    return list(dict.fromkeys(files))
+
+
 def _script_lines(eval_script: str) -> list[str]:
     return eval_script.strip().split("\n")
 
@@ -112,11 +127,11 @@ def eval_plan(instance: Instance) -> EvalPlan:
     parser = str(instance.extra.get("log_parser") or "")
     eval_type = str(instance.extra.get("eval_type") or "pass_and_fail")
     if not script:
-        files = patch_files(instance.test_patch)
+        tests = patch_test_files(instance.test_patch)
         listed = [t.split("::", 1)[0] for t in (*instance.fail_to_pass, *instance.pass_to_pass) if "::" in t]
         return EvalPlan(
-            tuple(files),
-            " ".join([DEFAULT_TEST_CMD, *dict.fromkeys([*files, *listed])]),
+            tuple(patch_files(instance.test_patch)),
+            " ".join([DEFAULT_TEST_CMD, *dict.fromkeys([*tests, *listed])]),
             parser or "parse_log_pytest",
             eval_type,
             "default",

@@ -187,6 +187,19 @@ def normalized_patch(patch: str) -> str:
     return "\n".join(line.rstrip() for line in lines).strip()
 
 
+def _not_a_diff(patch: str) -> ExecutionResult | None:
+    """-1 for an answer that is diff text but does not parse (a hunk shorter than its header says, as a
+    patch cut short ends); None for a diff and for the empty answer. Text with no diff in it at all is
+    left to the harness, which finds no patch to apply (0), as the official harness judges it."""
+    if not patch.strip():
+        return None
+    try:
+        parse_patch(patch)
+    except unidiff.UnidiffParseError as err:
+        return ExecutionResult(-1.0, "malformed", "not_a_diff", str(err)[:300])
+    return None
+
+
 class _Counter:
     """Numbers log folders uniquely across threads (a Ray task's count starts where the driver says)."""
 
@@ -241,10 +254,10 @@ class ExecutionReward:
         problem = self.problem(instance)
         if problem is not None:
             return ExecutionResult(None, "not_executable", *problem)
-        try:
-            runnable, dropped = drop_guarded(patch) if patch.strip() else ("", [])
-        except unidiff.UnidiffParseError as err:
-            return ExecutionResult(-1.0, "malformed", "not_a_diff", str(err)[:300])
+        malformed = _not_a_diff(patch)
+        if malformed is not None:
+            return malformed
+        runnable, dropped = drop_guarded(patch) if patch.strip() else ("", [])
         if not dropped:  # the patch as written: the harness's own commands decide whether it applies
             runnable = patch
         result = ExecutionResult(None, "infra_error")
@@ -300,7 +313,10 @@ class ExecutionReward:
     def score_group(self, instance: Instance, patches: Sequence[str | FormatError]) -> list[ExecutionResult]:
         """Verdicts of a group's patches (a FormatError: a malformed answer, -1); identical normalized
         patches run once, the distinct ones at most `workers` at a time."""
-        texts = [p for p in patches if isinstance(p, str)]
+        # A patch that does not parse is judged alone: it may share its normalized text with one that
+        # does (a last context line of blanks cut off), and must not take that one's verdict or give it -1.
+        broken = {i: r for i, p in enumerate(patches) if isinstance(p, str) and (r := _not_a_diff(p))}
+        texts = [p for i, p in enumerate(patches) if isinstance(p, str) and i not in broken]
         distinct = list(dict.fromkeys(map(normalized_patch, texts)))
         first = {normalized_patch(p): p for p in reversed(texts)}
         jobs = [first[k] for k in distinct]
@@ -311,8 +327,10 @@ class ExecutionReward:
                 judged = list(pool.map(lambda patch: self.score_patch(instance, patch), jobs))
         verdicts = dict(zip(distinct, judged, strict=True))
         out = []
-        for patch in patches:
-            if isinstance(patch, FormatError):
+        for i, patch in enumerate(patches):
+            if i in broken:
+                out.append(broken[i])
+            elif isinstance(patch, FormatError):
                 out.append(ExecutionResult(-1.0, "malformed", str(patch.kind.value), str(patch)))
             else:
                 out.append(_copy(verdicts[normalized_patch(patch)]))

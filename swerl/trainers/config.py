@@ -141,7 +141,7 @@ class TrainConfig(LoRAConfig, LearnerConfig):
         not an error: evaluating on training rows can be meant (an overfitting check), but with the split
         folder as train_file it is a mistake that makes every held-out figure a training one."""
         files = [self.train_file, self.eval_file]
-        if not all(f and _local_path(f) for f in files):
+        if not all(f and is_local_path(f) for f in files):
             return None
         train_path, eval_path = Path(str(self.train_file)), Path(str(self.eval_file))
         if is_mining_output(train_path) and eval_path.resolve().is_relative_to(train_path.resolve()):
@@ -171,7 +171,7 @@ class TrainConfig(LoRAConfig, LearnerConfig):
             found.append(("model_name_or_path", problem))
         for name in ("train_file", "eval_file"):
             value = getattr(self, name)
-            if value and _local_path(value) and not _path_or_glob_exists(value):
+            if value and is_local_path(value) and not _path_or_glob_exists(value):
                 found.append((name, f"no such file {value}"))
         if self.deepspeed:
             problem = _json_file_problem(self.deepspeed)
@@ -204,8 +204,9 @@ def _json_file_problem(path: str) -> str | None:
     return None
 
 
-def _local_path(value: str) -> bool:
-    """Data sources other than files: `bundled:split`, `hf:name` (any `scheme:` but a drive letter)."""
+def is_local_path(value: str) -> bool:
+    """Whether `value` names a local file, folder or glob rather than a data source of another kind
+    (`bundled:split`, `hf:name`: any `scheme:` but a drive letter)."""
     return not re.match(r"[A-Za-z][\w+.-]+:", value)
 
 
