@@ -28,11 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from data_pipeline.validate.rows import patch_test_files
 from data_pipeline.validate.runner import BackendOptions, RowTask, validate_row
 from swerl.execution.base import test_files
 from swerl.execution.envs import EnvManager, is_ready
-from swerl.execution.harness import patch_files
+from swerl.execution.harness import patch_files, patch_test_files
 from swerl.execution.instances import Instance, load_instances
 from swerl.execution.local import PYTEST_ARGS, LocalBackend, _shims, _test_env, apply_patch, reset_files
 
