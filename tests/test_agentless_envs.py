@@ -267,6 +267,19 @@ def test_a_cpu_spinner_is_killed_and_reported(hog_backend: tuple[LocalBackend, I
     assert "under the test limits (256 MiB memory and 2 CPU seconds per process)" in run.log
 
 
+def test_a_pytest_that_cannot_start_is_an_error_not_a_run_without_tests(tmp_path: Path) -> None:
+    # The tree is on PYTHONPATH and shadows a module pytest imports at start: Python exits 1 with a
+    # traceback, the status pytest gives "some tests failed", but no test ran.
+    files = {"pluggy/__init__.py": "raise ImportError('shadowed by the repository')\n", **HOG_TESTS}
+    instance = _git_repo(tmp_path / "clones", "acme/shadow", files)
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    backend = LocalBackend(repos, EnvManager(tmp_path / "envs"), isolation=ISOLATION, timeout_s=60)
+    run = backend.run_tests(instance, ["tests/test_hog.py"])
+    assert run.status == "error"
+    assert not run.results
+    assert "shadowed by the repository" in run.log
+
+
 def test_limits_must_be_positive() -> None:
     with pytest.raises(ValueError, match="memory_mb must be positive"):
         RunLimits(memory_mb=0)

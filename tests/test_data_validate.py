@@ -238,6 +238,15 @@ def test_a_flaky_test_is_left_out() -> None:
     assert (only.reason, only.flaky) == ("only_flaky", ["t.py::flip"])
 
 
+def test_a_pytest_that_cannot_start_is_a_collection_error_named_by_its_traceback() -> None:
+    log = 'Traceback (most recent call last):\n  File "x.py", line 1\n'
+    log += "ImportError: cannot import name 'imap'\n"
+    ran = TestRun("ok", {"t.py::keep": "PASSED"})
+    verdict = judge([ran, ran], [TestRun("error", log=log)] * 2)
+    assert verdict.reason == "collection_error"
+    assert verdict.detail.startswith("after the fix: <pytest>: ImportError: cannot import name 'imap'\n")
+
+
 def test_an_environment_that_cannot_be_made_is_named(mined: Path, tmp_path: Path) -> None:
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps({"acme/calc": {"*": {"python": "1.9"}}}))

@@ -87,7 +87,10 @@ def judge(before: Sequence[TestRun], after: Sequence[TestRun]) -> Verdict:
     errors = sorted({name for run in after for name in _collection_errors(run)})
     if errors:
         log = next(run.log for run in after if _collection_errors(run))
-        said = next((line[1:].strip() for line in log.splitlines() if line.startswith("E ")), "")
+        # pytest's first `E ` line names the error; a pytest that could not start left a traceback,
+        # whose last line does.
+        lines = [line.strip() for line in log.splitlines() if line.strip()]
+        said = next((line[1:].strip() for line in lines if line.startswith("E ")), lines[-1] if lines else "")
         detail = f"after the fix: {', '.join(errors)}: {said}\n{log[-1500:]}"
         return Verdict("collection_error", [], p2p, flaky, detail)
     if flaky:

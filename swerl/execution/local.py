@@ -320,8 +320,11 @@ class LocalBackend:
         results = parse_pytest_report(log)
         if timed_out:
             return TestRun("timeout", results, log, env.recipe)
-        # pytest exits 0 (all passed), 1 (some failed); anything else is an internal or usage error.
-        status = "ok" if code in (0, 1) or results else "error"
+        # pytest exits 0 (all passed), 1 (some failed); anything else is an internal or usage error. A 1
+        # without a single result is not pytest's: it is Python's exit after a traceback, pytest having
+        # failed to import (the tree shadowing one of its own dependencies: old more-itertools on
+        # PYTHONPATH breaks pytest 4.6), so no test ran.
+        status = "ok" if code == 0 or results else "error"
         if status == "error" and self.limits.rlimits():
             log += _limit_note(code, self.limits)
         return TestRun(status, results, log, env.recipe)
