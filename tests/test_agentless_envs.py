@@ -27,6 +27,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from calc_repo import write_files
 from isolation import require_isolation
 from packaging.requirements import Requirement
 
@@ -108,18 +109,12 @@ def _repack_with_requirements(names: list[str], dest: Path) -> None:
                 todo.append(requirement.name)
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
-    for path, text in files.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text, encoding="utf-8")
-
-
 def _git_repo(clones: Path, repo: str, files: dict[str, str]) -> Instance:
     """A one-commit repository under `clones` and an instance at that commit."""
     path = clones / repo.replace("/", "__")
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
-    _write(path, files)
+    write_files(path, files)
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "initial")
     base = git(path, "rev-parse", "HEAD").strip()
@@ -135,7 +130,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     house.mkdir()
     _repack_with_requirements(["pytest", "setuptools"], house)
     source = root / "tinydep"
-    _write(
+    write_files(
         source,
         {
             "pyproject.toml": PYPROJECT.format(name="tinydep", dependencies=""),
@@ -194,7 +189,7 @@ def test_a_short_wheelhouse_names_the_repository_and_the_remedy(
     empty = tmp_path / "empty-wheelhouse"
     empty.mkdir()
     tree = tmp_path / "tree"
-    _write(tree, {"requirements.txt": "tinydep\n"})
+    write_files(tree, {"requirements.txt": "tinydep\n"})
     instance = Instance("acme__usesdep-1", "acme/usesdep", "0" * 40, "issue", version="1.0")
     envs = EnvManager(tmp_path / "envs", wheelhouse=empty)
 
@@ -576,7 +571,7 @@ def test_a_gold_instance_that_cannot_run_here_is_an_error_of_the_run(tmp_path: P
 
 
 def _commit(path: Path, files: dict[str, str]) -> str:
-    _write(path, files)
+    write_files(path, files)
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "change")
     return git(path, "rev-parse", "HEAD").strip()
@@ -656,7 +651,7 @@ def test_no_install_runs_when_the_environment_interpreter_is_not_its_own(
     spec = EnvSpec(pre_install=("rm ../venv/bin/python ../venv/bin/python3*",), with_pytest=False)
     envs = EnvManager(tmp_path / "envs", specs={"acme/x": {"*": spec}})
     tree = tmp_path / "tree"
-    _write(tree, {"setup.py": "raise SystemExit('never built')\n"})
+    write_files(tree, {"setup.py": "raise SystemExit('never built')\n"})
     instance = Instance("acme__x-1", "acme/x", "1" * 40, "issue", version="1.0")
     with pytest.raises(EnvSetupError, match=r"are not those of .*nothing was installed"):
         envs.env_for(instance, tree)
@@ -671,7 +666,7 @@ def test_a_broken_environment_is_never_marked_ready(wheelhouse: Path, tmp_path: 
     spec = EnvSpec(install="rm -r ../venv/lib/python*/site-packages/_pytest")
     envs = EnvManager(tmp_path / "envs", wheelhouse=wheelhouse, specs={"acme/x": {"*": spec}})
     tree = tmp_path / "tree"
-    _write(tree, {"README": "x\n"})
+    write_files(tree, {"README": "x\n"})
     instance = Instance("acme__x-1", "acme/x", "1" * 40, "issue", version="1.0")
     with pytest.raises(EnvSetupError, match="cannot run pytest"):
         envs.env_for(instance, tree)
@@ -717,7 +712,7 @@ def test_concurrent_builders_build_once_and_a_killed_build_is_rebuilt(
     """Two processes and two threads ask for one environment at once: one build, the others wait on its
     lock (`--workers 2` made venvs vanish under each other). Then a build killed with SIGKILL in the middle
     of its install leaves a directory without the ready marker, which the next run removes and rebuilds."""
-    _write(tmp_path / "tree", {"README": "x\n"})
+    write_files(tmp_path / "tree", {"README": "x\n"})
     counter = tmp_path / "builds.txt"
     install = f"echo built >> {counter}"
     procs = [_builder(tmp_path, install, wheelhouse) for _ in range(2)]

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from calc_repo import write_files
 from test_agentless_envs import (  # noqa: F401  (fixtures: wheelhouse, no_index)
     PYPROJECT,
     USESDEP,
     USESDEP_TEST,
     _git_repo,
-    _write,
     no_index,
     wheelhouse,
 )
@@ -74,7 +74,7 @@ setup(
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     root = tmp_path / "tree"
-    _write(root, files)
+    write_files(root, files)
     return root
 
 
