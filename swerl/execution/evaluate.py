@@ -230,6 +230,22 @@ def _judge(
     tests = report.get("tests_status", {})
     row: dict[str, Any] = {"instance_id": inst.instance_id, "plan": run.plan.source, "tests_status": tests}
     gold = pred.get("model_name_or_path") == "gold"
+    if not run.built:
+        # The patch changed compiled sources and they do not compile (the build's log ends
+        # test_output.txt): no test ran. The answer's fault, unless it is the gold patch, which did
+        # compile for its authors: then this environment cannot build it, and there is no verdict.
+        said = run.log.rstrip().rsplit("\n", 1)[-1]
+        if gold:
+            return {**row, "status": "error", "resolved": False, "undecidable": False, "error": said}
+        return {
+            **row,
+            "status": "unresolved",
+            "resolved": False,
+            "resolved_without_env_failures": False,
+            "undecidable": False,
+            "env_failures": {},
+            "build": said,
+        }
     if not report.get("patch_successfully_applied"):
         # The tests ran and gave no results the harness accepts. When they said why (an import that
         # fails in this environment), no test of the instance can run here: with the gold patch that is
