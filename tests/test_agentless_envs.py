@@ -945,15 +945,15 @@ def _c_patch(new: str) -> str:
 
 @pytest.fixture(scope="module")
 def cext(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[LocalBackend, Instance]:
-    """The local backend over an inferred environment of a repository whose C code answers 41, and an
-    instance whose fix (42) is made in C alone."""
+    """The local backend over the environment of a repository whose C code answers 41, and an instance
+    whose fix (42) is made in C alone."""
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler}) to build the test repository's extension")
     root = tmp_path_factory.mktemp("cext")
     files = {
         "setup.py": CEXT_SETUP,
-        "pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n',
+        "pyproject.toml": PYPROJECT.split("\n\n")[0] + "\n",  # setuptools' backend, the project in setup.py
         "cext/__init__.py": "from cext._fast import answer\n",
         "cext/_fast.c": CEXT_C,
         CEXT_TEST: CEXT_TESTS,
@@ -977,7 +977,9 @@ def cext(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lo
         extra={**extra, "image": "unused"},
     )
     repos = RepoCache(root / "repos", mirror_dir=root / "clones", offline=True)
-    envs = EnvManager(root / "envs", wheelhouse=wheelhouse)
+    # Built as the harness builds such a repository's image (its spec's install compiles in place).
+    spec = EnvSpec(packages=("setuptools",), install="python setup.py build_ext --inplace")
+    envs = EnvManager(root / "envs", wheelhouse=wheelhouse, specs={"acme/cext": {"*": spec}})
     return LocalBackend(repos, envs, isolation=ISOLATION, timeout_s=120), instance
 
 
