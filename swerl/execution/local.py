@@ -421,8 +421,12 @@ class LocalBackend:
         if timed_out:
             return False, f"{log}\n{BUILD_FAILED}: the build ran past {self.timeout_s:g} s"
         if code != 0 or missing:
+            # The compiler's errors may lie far above the end of the output (setuptools warns at length
+            # after them, a fallback build runs after them): they are repeated next to the verdict.
+            errors = [line for line in output.splitlines() if "error:" in line][:10]
+            said = "\n".join(["[swerl] the build's errors:", *errors]) + "\n" if errors else ""
             why = f"exit status {code}" if code else f"{', '.join(missing)} not built"
-            return False, f"{log}\n{BUILD_FAILED}: {why}"
+            return False, f"{log}\n{said}{BUILD_FAILED}: {why}"
         return True, log
 
     def _run(self, env: TestEnv, tree: Path, scratch: Path, script: str) -> tuple[int, str, bool]:
