@@ -1014,6 +1014,14 @@ def test_c_that_does_not_compile_is_the_answers_fault_and_the_gold_fix_resolves(
     assert run.status == "build_failed" and not run.results
     assert BUILD_FAILED in run.log and "error:" in run.log  # the compiler's own message is kept
 
+    # A setup.py that builds without the extension when it does not compile (markupsafe's does) exits 0.
+    lenient = (
+        CEXT_SETUP.replace("setup(", "try:\n    setup(") + 'except SystemExit:\n    setup(name="cext")\n'
+    )
+    falls_back = broken + build_git_patch({"setup.py": CEXT_SETUP}, {"setup.py": lenient})
+    run = backend.run_tests(instance, [CEXT_TEST], [falls_back], test_patch=instance.test_patch)
+    assert run.status == "build_failed" and f"{BUILD_FAILED}: cext/_fast." in run.log, run.log
+
     iid = instance.instance_id
     predictions = {
         iid: {"instance_id": iid, "model_name_or_path": "m", "model_patch": broken},
