@@ -202,7 +202,8 @@ def test_groups_arrive_one_decoding_batch_at_a_time(tiny, prompts):
     model.eval()
     shortest_first = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     assert [i for i, _ in arrived] == shortest_first
-    expected = [[c.token_ids for c in g] for g in HFEngine(model, tok, batch_size=8).generate(prompts, params)]
+    together = HFEngine(model, tok, batch_size=8).generate(prompts, params)
+    expected = [[c.token_ids for c in g] for g in together]
     assert [[c.token_ids for c in g] for _, g in sorted(arrived, key=lambda x: x[0])] == expected
 
     class WholeBatch:
