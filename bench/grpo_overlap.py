@@ -8,7 +8,9 @@ reward has a realistic cost:
   gold patch, so its tests really run: one distinct answer per group, a fresh checkout, the test patch,
   the test command in bubblewrap, grading). Each prompt of a step is one of `--instance-ids`, in turn.
   The instances' environments must be in `--cache-dir` already (a warm-up run scores each once);
-- with `--busy-seconds S`: a reward that runs a subprocess computing for S seconds per group.
+- with `--busy-seconds S`: a reward that runs a subprocess computing for S seconds per group;
+- with `--sleep-seconds S`: one that sleeps for S seconds per group instead, as tests run on other
+  machines (Ray's CPU nodes) cost the trainer's machine nothing but the wait.
 
 The sampler gets `--torch-threads` threads (default 1) and the reward the machine's other cores, as
 in a real run, where the GPUs sample and the tests run on CPUs: on a machine where both compete for
@@ -22,7 +24,7 @@ medians over `--rounds` rounds and the ratio on / off.
     PYTHONPATH=. python bench/grpo_overlap.py --dataset SWE-bench_Lite_test.parquet --clones DIR \
         --cache-dir runs/agentless-cache --instance-ids pallets__flask-4992 [--rounds 4] [--prompts 4] \
         [--generations 8] [--completion-length 64]
-    PYTHONPATH=. python bench/grpo_overlap.py --busy-seconds 1.0
+    PYTHONPATH=. python bench/grpo_overlap.py --busy-seconds 1.0 | --sleep-seconds 1.0
 """
 
 from __future__ import annotations
@@ -65,13 +67,13 @@ class GoldTests:
         return [RewardResult(reward=v.reward if v.reward is not None else 0.0) for v in verdicts]
 
 
-class BusySubprocess:
-    """A reward of fixed cost: a Python subprocess that computes for `seconds` per group."""
+class FixedCost:
+    """A reward of fixed cost: a Python subprocess per group that computes (`busy`) or sleeps for
+    `seconds`; sleeping stands for tests that run elsewhere (Ray's CPU nodes) while this process waits."""
 
-    def __init__(self, seconds: float) -> None:
-        self.code = (
-            f"import time\nend = time.perf_counter() + {seconds}\nwhile time.perf_counter() < end: pass"
-        )
+    def __init__(self, seconds: float, busy: bool) -> None:
+        spin = f"end = time.perf_counter() + {seconds}\nwhile time.perf_counter() < end: pass"
+        self.code = "import time\n" + (spin if busy else f"time.sleep({seconds})")
 
     def __call__(self, example: Example, completions: Sequence[Any]) -> list[RewardResult]:
         subprocess.run([sys.executable, "-c", self.code], check=True)
@@ -94,9 +96,11 @@ def build(args: argparse.Namespace, out: Path) -> tuple[GRPOTrainer, str]:
         reward: Any = GoldTests(execution, instances)
         names = list(instances)
         name = "execution, gold patch of " + ", ".join(names)
+    elif args.sleep_seconds is not None:
+        reward, names = FixedCost(args.sleep_seconds, busy=False), [""]
+        name = f"subprocess sleeping {args.sleep_seconds:g} s"
     else:
-        reward = BusySubprocess(args.busy_seconds)
-        names = [""]
+        reward, names = FixedCost(args.busy_seconds, busy=True), [""]
         name = f"subprocess computing {args.busy_seconds:g} s"
     examples = [
         Example(prompt_ids=ids[i : i + 24], instance_id=names[i % len(names)]) for i in range(args.prompts)
@@ -127,6 +131,9 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=Path("runs/agentless-cache"))
     parser.add_argument("--instance-ids", nargs="+", default=[])
     parser.add_argument("--busy-seconds", type=float, default=1.0)
+    parser.add_argument(
+        "--sleep-seconds", type=float, help="instead of --busy-seconds: a subprocess that sleeps"
+    )
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--generations", type=int, default=8)

@@ -3,7 +3,8 @@
 One step, top to bottom (`GRPOTrainer.train_step`):
 
 1. rollout   — this rank's share of the prompts, G answers each (a group never spans ranks);
-2. reward    — each group scored together (the oracle diff is computed once per group), plus DAPO's soft
+2. reward    — each group scored together (the oracle diff is computed once per group), on a background
+               thread while the next groups generate (`overlap_rewards`), plus DAPO's soft
                overlong penalty when configured; under dynamic sampling, rounds 1-2 repeat with fresh
                prompts until every rank holds its share of groups whose rewards differ (bounded rounds);
 3. advantage — (r - group mean) / (group std + eps), on the *global* rewards so "batch" scaling and the
