@@ -18,7 +18,7 @@ from calc_repo import BASE, FIXED, HALF, ISOLATION, NEW_TESTS, OPS, build_calc, 
 
 from swerl.edit_format import build_git_patch
 from swerl.errors import UserError
-from swerl.execution.harness import eval_plan
+from swerl.execution.harness import eval_plan, grade_log
 from swerl.execution.instances import Instance
 from swerl.execution.local import LocalBackend
 from swerl.git.clones import RepoCache
@@ -92,6 +92,50 @@ def _passed(item, call):
 
 _pytest.reports.TestReport.from_item_and_call = staticmethod(_passed)
 """
+CLEAR_CALL_INFO = """import _pytest.runner
+
+_original = _pytest.runner.CallInfo.from_call.__func__
+
+
+def _from_call(cls, *args, **kwargs):
+    info = _original(cls, *args, **kwargs)
+    info.excinfo = None
+    return info
+
+
+_pytest.runner.CallInfo.from_call = classmethod(_from_call)
+"""
+WRAP_AT_IMPORT = """import gc
+
+import pytest
+from _pytest.config import Config
+
+
+class _Passed:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        outcome.get_result().outcome = "passed"
+
+
+for _config in [o for o in gc.get_objects() if isinstance(o, Config)]:
+    _config.pluginmanager.register(_Passed())
+"""
+FAKE_SUMMARY = """import atexit
+import os
+import sys
+
+
+def _claim():
+    sys.stdout.flush()
+    os.write(1, b"PASSED tests/test_ops.py::test_add\\nPASSED tests/test_ops.py::test_add_neg\\n")
+    os._exit(0)
+
+
+atexit.register(_claim)
+"""
+# Each of these rewrites pytest's outcomes from inside its process, where the log cannot tell: without the
+# witness each scores 1 (the patch-pytest case was a strict xfail before the witness existed).
 PLUGIN = (
     "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
     "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
@@ -281,15 +325,6 @@ def test_an_unknown_repository_is_not_executable_and_a_raising_harness_is_an_inf
             {"calc/__init__.py": "import pytest\npytest.skip('not today', allow_module_level=True)\n"},
             id="skip-the-tests",
         ),
-        pytest.param(
-            {"calc/__init__.py": PATCH_PYTEST},
-            id="patch-pytest-at-import",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="code under test runs inside pytest's process and can rewrite its reports: nothing "
-                "outside the process sees the difference",
-            ),
-        ),
         pytest.param({"calc/ops.py": READ_FIX}, id="read-fix-from-git"),
     ],
 )
@@ -299,6 +334,46 @@ def test_an_answer_that_changes_how_the_tests_run_scores_zero(
     reward, inst = setup
     result = reward.score_patch(inst, _patch(hack))
     assert (result.reward, result.kind) == (0.0, "unresolved"), result
+
+
+@pytest.mark.parametrize(
+    ("init", "reason"),
+    [
+        pytest.param(
+            PATCH_PYTEST,
+            "replaced during the run: _pytest.reports.TestReport.from_item_and_call",
+            id="patch-report-construction",
+        ),
+        pytest.param(
+            CLEAR_CALL_INFO,
+            "replaced during the run: _pytest.runner.CallInfo.from_call",
+            id="patch-call-info",
+        ),
+        pytest.param(
+            WRAP_AT_IMPORT,
+            "pytest_runtest_makereport implemented in calc/__init__.py",
+            id="hookwrapper-registered-at-import",
+        ),
+        pytest.param(
+            FAKE_SUMMARY,
+            "the witness saw 2 test(s) the log counts as passed fail or not run: "
+            "tests/test_ops.py::test_add (FAILED)",
+            id="fake-summary-lines",
+        ),
+    ],
+)
+def test_an_answer_that_rewrites_pytests_outcomes_from_inside_is_vetoed_by_the_witness(
+    setup: tuple[ExecutionReward, Instance], init: str, reason: str, tmp_path: Path
+) -> None:
+    reward, inst = setup
+    logged = dataclasses.replace(reward, log_dir=tmp_path)
+    result = logged.score_patch(inst, _patch({"calc/__init__.py": init}))
+    assert (result.reward, result.kind, result.error) == (0.0, "unresolved", "witness_veto"), result
+    assert reason in str(result.message)
+    (log,) = tmp_path.rglob("test_output.txt")
+    assert "[swerl] witness veto: " in log.read_text(encoding="utf-8")
+    # The log alone (what the harness grades) calls it resolved: the veto is what stops it.
+    assert grade_log(inst, eval_plan(inst), "x", str(log))["resolved"] is True
 
 
 def test_a_patch_that_reads_the_fix_from_git_finds_nothing(

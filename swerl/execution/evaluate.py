@@ -263,7 +263,9 @@ def _judge(
     lenient = report["resolved"] or (
         bool(known)
         and not undecidable
-        and grade_log(inst, run.plan, patch, str(logs / "test_output.txt"), frozenset(known))["resolved"]
+        and run.confirm(grade_log(inst, run.plan, patch, str(logs / "test_output.txt"), frozenset(known)))[
+            "resolved"
+        ]
     )
     return {
         **row,

@@ -57,6 +57,7 @@ from swerl.edit_format import (
     patch_paths,
 )
 from swerl.errors import UserError
+from swerl.execution import witness
 from swerl.execution.harness import eval_plan, harness_api
 from swerl.execution.instances import Instance, instance_from_row
 from swerl.git import GitError
@@ -76,7 +77,9 @@ _RUNNER_FILES = frozenset(
     {"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"}
     | {"sitecustomize.py", "usercustomize.py"}
 )
-_RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "sitecustomize", "usercustomize"})
+_RUNNER_MODULES = frozenset(
+    {"pytest", "_pytest", "py", "pluggy", "sitecustomize", "usercustomize", witness.PLUGIN}
+)
 
 
 def guarded_path(path: str, added: bool = False) -> bool:
@@ -308,6 +311,9 @@ class ExecutionReward:
         reward = 0.0
         if self.shaping == "fail_to_pass" and not tests.get("PASS_TO_PASS", {}).get("failure"):
             reward = passed / listed
+        veto = report.get("witness_veto")  # passes the log claims and the test-outcome witness denies
+        if veto:
+            return ExecutionResult(reward, "unresolved", "witness_veto", str(veto)[:300], (passed, listed))
         return ExecutionResult(reward, "unresolved", fail_to_pass=(passed, listed))
 
     def score_group(self, instance: Instance, patches: Sequence[str | FormatError]) -> list[ExecutionResult]:
