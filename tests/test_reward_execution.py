@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -458,6 +459,44 @@ def test_the_ray_engine_runs_a_group_as_tasks_on_a_local_instance(
     # Numbered by the driver, logged by Ray's workers (the empty patch, job 2, needs no run).
     logs = sorted(p.parent.name for p in (tmp_path / "logs").rglob("test_output.txt"))
     assert logs == ["000001", "000003"]
+
+
+def test_a_task_whose_ray_worker_dies_is_an_infra_error_left_out_of_the_advantage(
+    setup: tuple[ExecutionReward, Instance], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ray = pytest.importorskip("ray")
+    from swerl.trainers.grpo import _without_infra_errors
+    from swerl.trainers.rewards import _as_result
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    reward, inst = setup
+    half = _patch({"calc/ops.py": HALF})
+
+    class DiesOnHalf:  # a local class: Ray's pickler sends it by value, so its workers need no import of it
+        def __init__(self, real: LocalBackend) -> None:
+            self.real, self.repos = real, real.repos
+
+        def evaluate(self, instance: Instance, patch: str, log_path: Path) -> object:
+            if patch == half:
+                os._exit(1)  # the worker process dies mid-task, as on a lost node or an OOM kill
+            return self.real.evaluate(instance, patch, log_path)
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = ExecutionReward(DiesOnHalf(reward.backend), engine="ray", workers=2, retries=0)  # type: ignore[arg-type]
+        results = on_ray.score_group(inst, [inst.patch, "", half])
+    finally:
+        ray.shutdown()
+    assert [(r.reward, r.kind, r.error) for r in results] == [
+        (1.0, "resolved", None),
+        (0.0, "unresolved", "empty_patch"),
+        (None, "infra_error", "worker_lost"),
+    ]
+    assert "WorkerCrashedError" in str(results[2].message)  # the worker's death, not a failed import
+    # The trainer's view: the lost answer takes the mean of the judged ones, so the group's baseline
+    # (and every other answer's advantage) is what it would be without it.
+    scored = [_as_result(r) for r in results]
+    assert _without_infra_errors([r.reward for r in scored], scored, 3) == [1.0, 0.0, 0.5]
 
 
 def test_the_ray_engine_without_ray_says_how_to_install_it(

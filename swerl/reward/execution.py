@@ -344,9 +344,10 @@ class ExecutionReward:
 
     def _on_ray(self, instance: Instance, patches: Sequence[str]) -> list[ExecutionResult]:
         """`score_patch` of each patch as a Ray task, all submitted at once; a task that Ray itself lost
-        (its worker or node died, after Ray's own retries) is an infrastructure error, never a verdict."""
+        (its worker or node died) is run again `retries` times, as any infrastructure failure is (rather
+        than Ray's default of 3), then is an infrastructure error, never a verdict."""
         ray, _ = connect(self.workers, "the ray execution engine")
-        remote = _ray_task(ray)
+        remote = _ray_task(ray).options(max_retries=max(0, self.retries))
         options = (self.backend, self.shaping, self.retries, self.log_dir)
         refs = [remote.remote(options, instance, patch, self._counter.next() - 1) for patch in patches]
         results = []
