@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -436,19 +437,26 @@ def test_an_install_sees_the_tags_and_history_then_the_tree_holds_the_base_commi
     ]
 
 
-def test_the_ray_engine_runs_a_group_as_tasks_on_a_local_instance(
-    setup: tuple[ExecutionReward, Instance], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """One local Ray instance of 2 CPUs for the Ray engine's tests (starting one takes seconds)."""
     ray = pytest.importorskip("ray")
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # a local instance, never someone's cluster
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("RAY_ADDRESS", raising=False)  # a local instance, never someone's cluster
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+def test_the_ray_engine_runs_a_group_as_tasks_on_a_local_instance(
+    setup: tuple[ExecutionReward, Instance], tmp_path: Path, local_ray: None
+) -> None:
     reward, inst = setup
     group = [inst.patch, "", _patch({"calc/ops.py": HALF}), inst.patch]
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        on_ray = ExecutionReward(reward.backend, engine="ray", workers=2, log_dir=tmp_path / "logs")
-        results = on_ray.score_group(inst, group)
-    finally:
-        ray.shutdown()
+    on_ray = ExecutionReward(reward.backend, engine="ray", workers=2, log_dir=tmp_path / "logs")
+    results = on_ray.score_group(inst, group)
     # The verdicts the threads engine gives (the tests above), the duplicate judged once.
     assert [(r.reward, r.kind, r.fail_to_pass) for r in results] == [
         (1.0, "resolved", (2, 2)),
@@ -462,13 +470,11 @@ def test_the_ray_engine_runs_a_group_as_tasks_on_a_local_instance(
 
 
 def test_a_task_whose_ray_worker_dies_is_an_infra_error_left_out_of_the_advantage(
-    setup: tuple[ExecutionReward, Instance], monkeypatch: pytest.MonkeyPatch
+    setup: tuple[ExecutionReward, Instance], local_ray: None
 ) -> None:
-    ray = pytest.importorskip("ray")
     from swerl.trainers.grpo import _without_infra_errors
     from swerl.trainers.rewards import _as_result
 
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     reward, inst = setup
     half = _patch({"calc/ops.py": HALF})
 
@@ -481,12 +487,9 @@ def test_a_task_whose_ray_worker_dies_is_an_infra_error_left_out_of_the_advantag
                 os._exit(1)  # the worker process dies mid-task, as on a lost node or an OOM kill
             return self.real.evaluate(instance, patch, log_path)
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        on_ray = ExecutionReward(DiesOnHalf(reward.backend), engine="ray", workers=2, retries=0)  # type: ignore[arg-type]
-        results = on_ray.score_group(inst, [inst.patch, "", half])
-    finally:
-        ray.shutdown()
+    # retries=0: Ray does not start the task again (its default would, 3 times) and neither does swerl.
+    on_ray = ExecutionReward(DiesOnHalf(reward.backend), engine="ray", workers=2, retries=0)  # type: ignore[arg-type]
+    results = on_ray.score_group(inst, [inst.patch, "", half])
     assert [(r.reward, r.kind, r.error) for r in results] == [
         (1.0, "resolved", None),
         (0.0, "unresolved", "empty_patch"),
