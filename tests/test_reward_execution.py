@@ -518,6 +518,7 @@ def test_guarded_paths_and_what_is_dropped() -> None:
     assert guarded_path("pkg/test_x.py") and guarded_path("a.pth") and guarded_path("setup.cfg")
     assert not guarded_path("src/_pytest/python.py")  # pytest's own code, edited
     assert guarded_path("src/_pytest/new.py", added=True) and guarded_path("pytest.py", added=True)
+    assert guarded_path("swerl_witness.py", added=True)  # would be loaded instead of the witness
     assert not guarded_path("calc/ops.py", added=True)
     patch = _patch({"calc/ops.py": FIXED, "conftest.py": PLUGIN})
     kept, dropped = drop_guarded(patch)

@@ -90,9 +90,11 @@ _isinstance = isinstance
 
 def _open_fd():
     """The inherited descriptor, closed on exec so the test's own child processes cannot write to it;
-    -1 outside swerl's sandbox. The variables swerl set are removed: the tests see the environment the
-    harness gives them."""
-    value = os.environ.pop(_FD_VAR, "")
+    -1 outside swerl's sandbox, where nothing is changed. The variables swerl set are removed: the tests
+    see the environment the harness gives them."""
+    value = os.environ.pop(_FD_VAR, None)
+    if value is None:
+        return -1
     addopts = os.environ.pop("PYTEST_ADDOPTS", "")
     rest = addopts.replace(_ADDOPTS, "", 1).strip()
     if rest:
