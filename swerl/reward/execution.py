@@ -21,8 +21,10 @@ Unexploitable. Before the run, the answer's changes to files that decide how tes
 test files (under tests/, test/ or testing/, test_*.py, *_test.py), conftest.py, pytest's configuration
 (pytest.ini, .pytest.ini, tox.ini, setup.cfg, pyproject.toml), interpreter start-up hooks
 (sitecustomize.py, usercustomize.py, *.pth) and new modules that would shadow the test runner (pytest,
-_pytest, py, pluggy). The harness then resets the test patch's files and grades by name, so an answer
-that only changes how the tests run scores 0; the dropped paths are listed in the result.
+_pytest, py, pluggy, swerl_witness). The harness then resets the test patch's files and grades by name,
+so an answer that only changes how the tests run scores 0; the dropped paths are listed in the result.
+Code that rewrites pytest's outcomes from inside its process is met by the backend's test-outcome
+witness (`swerl.execution.witness`): a pass it does not confirm is vetoed (`witness_veto`).
 
 Where the tests run (`engine`): `threads` runs a group's distinct patches on this machine, `workers` at
 a time (each run is a sandboxed process, so threads suffice); `ray` makes each one a Ray task that asks
