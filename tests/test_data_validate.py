@@ -140,17 +140,17 @@ REPEATS = 1
 @pytest.fixture(scope="module")
 def validated(mined: Path) -> Path:
     """Every row but the slow one (`test_a_test_past_the_timeout`), as `swerl data validate` does."""
-    instances, is_mined, source = load_input(mined)
-    assert is_mined and source is not None
+    rows = load_input(mined, [f"acme__calc-{n}" for n in range(1, 6)])
+    assert rows.mined and rows.source is not None
     out = mined.parent / "validated"
     validate(
-        [inst for inst in instances if inst.instance_id != "acme__calc-6"],
+        rows,
         out,
         _options(mined.parent),
         input_name=str(mined),
         repeats=REPEATS,
         derive_version=True,
-        local_source=Path(source["path"]),
+        local_source=Path(rows.source["path"]),
         progress=False,
     )
     return out
@@ -170,9 +170,9 @@ def test_each_row_gets_its_verdict(validated: Path) -> None:
 
 
 def test_a_test_past_the_timeout(mined: Path, tmp_path: Path) -> None:
-    instances, _, _ = load_input(mined, ["acme__calc-6"])
+    rows = load_input(mined, ["acme__calc-6"])
     out = tmp_path / "out"
-    validate(instances, out, _options(mined.parent, timeout_s=3.0), input_name="x", repeats=1, progress=False)
+    validate(rows, out, _options(mined.parent, timeout_s=3.0), input_name="x", repeats=1, progress=False)
     record = _results(out)["acme__calc-6"]
     # Before the fix its file does not even import; after it, the test sleeps past the wall clock (on a
     # loaded machine the before-run may already take that long: the verdict is the same).
@@ -250,11 +250,11 @@ def test_a_pytest_that_cannot_start_is_a_collection_error_named_by_its_traceback
 def test_an_environment_that_cannot_be_made_is_named(mined: Path, tmp_path: Path) -> None:
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps({"acme/calc": {"*": {"python": "1.9"}}}))
-    instances, _, source = load_input(mined, ["acme__calc-1"])
-    assert source is not None
+    rows = load_input(mined, ["acme__calc-1"])
+    assert rows.source is not None
     out = tmp_path / "out"
     options = _options(mined.parent, env_specs=specs)
-    validate(instances, out, options, input_name="x", local_source=Path(source["path"]), progress=False)
+    validate(rows, out, options, input_name="x", local_source=Path(rows.source["path"]), progress=False)
     record = _results(out)["acme__calc-1"]
     assert record["reason"] == "env_failed" and "no Python 1.9" in record["detail"]
 
@@ -309,11 +309,11 @@ def test_two_workers_give_the_same_lists(
             "PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         )
     ids = ["acme__calc-1", "acme__calc-3"]
-    instances, _, _ = load_input(mined, ids)
+    rows = load_input(mined, ids)
     out = tmp_path / "out"
     options = _options(mined.parent)
     validate(
-        instances,
+        rows,
         out,
         options,
         input_name="x",
