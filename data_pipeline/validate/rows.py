@@ -198,12 +198,14 @@ def _parquet_rows(
         raise UserError(f"{file}: rows without an instance_id column")
     read = None if columns is None else [name for name in columns if name in names]
     for group in range(parquet.num_row_groups):
-        ids = parquet.read_row_group(group, columns=["instance_id"]).column(0).to_pylist()
+        ids = parquet.read_row_group(group, columns=["instance_id"], use_threads=False).column(0).to_pylist()
         mask = [keep(iid) for iid in ids]
         if not any(mask):
             continue
         start = 0
-        for part in parquet.iter_batches(batch_size=batch, row_groups=[group], columns=read):
+        for part in parquet.iter_batches(
+            batch_size=batch, row_groups=[group], columns=read, use_threads=False
+        ):
             chosen = mask[start : start + part.num_rows]
             start += part.num_rows
             if all(chosen):

@@ -342,7 +342,7 @@ def _prepare_mirrors(first: Mapping[str, str], options: BackendOptions, local: P
             raise UserError(f"{repo}: {err} (pass --clones DIR with a clone of it)") from None
 
 
-ROW_GROUP_BYTES = 64 << 20
+ROW_GROUP_BYTES = 32 << 20
 """test.parquet's rows are written a row group of about this many bytes (in memory) at a time."""
 _CHUNK = 16
 """Output rows made into a table at a time."""
