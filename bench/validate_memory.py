@@ -8,7 +8,7 @@ resumed run finds it: the run then writes test.parquet of every row.
 
 Each code tree (`--code`, a checkout of this repository; the current one without it) runs
 `python -m swerl data validate INPUT --out OUT --offline --quiet` in a process of its own, `--rounds`
-times, the trees alternating; peak RSS is the process's own (`wait4`), wall time the command's.
+times, the trees alternating; peak RSS is the process's own (VmHWM), wall time the command's.
 Medians. The test.parquet files of the trees are compared: the same rows, and whether the same bytes.
 
     python bench/validate_memory.py --rows runs/mined-* --copies 10 --code ../main --code . --executable
@@ -75,22 +75,33 @@ def call_executable(rows: Path, out: Path) -> None:
                 handle.write(json.dumps(record, sort_keys=True) + "\n")
 
 
+# The command's own high-water mark, written as it exits: a child's ru_maxrss (wait4, /usr/bin/time
+# from a large parent) counts the parent's pages it was forked with, this process's hundreds of MiB.
+_PEAK = """import atexit, runpy, sys
+def peak(path):
+    with open("/proc/self/status") as status, open(path, "w") as out:
+        out.write(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
+atexit.register(peak, sys.argv.pop(1))
+sys.argv[0] = "swerl"
+runpy.run_module("swerl", run_name="__main__", alter_sys=True)
+"""
+
+
 def run_once(code: Path, rows: Path, out: Path, cache: Path, executable: bool) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one `swerl data validate` in a fresh OUT."""
     shutil.rmtree(out, ignore_errors=True)
     if executable:
         call_executable(rows, out)
-    argv = [sys.executable, "-W", "ignore", "-m", "swerl", "data", "validate", str(rows)]
+    peak = out.with_name(out.name + ".peak")
+    argv = [sys.executable, "-W", "ignore", "-c", _PEAK, str(peak), "data", "validate", str(rows)]
     argv += ["--out", str(out), "--cache-dir", str(cache), "--offline", "--quiet"]
     env = {**os.environ, "PYTHONPATH": str(code)}
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, cwd=code)
-    _, status, usage = os.wait4(proc.pid, 0)
+    done = subprocess.run(argv, env=env, stderr=subprocess.PIPE, cwd=code, check=False)
     wall = time.perf_counter() - started
-    error = proc.stderr.read().decode() if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{code}: validate failed: {error[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    if done.returncode != 0:
+        raise SystemExit(f"{code}: validate failed: {done.stderr.decode()[-2000:]}")
+    return wall, int(peak.read_text()) / 1024
 
 
 def main() -> None:
