@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -313,3 +314,32 @@ def test_a_half_made_environment_is_rebuilt(wheelhouse: Path, tmp_path: Path) ->
     (killed / "venv").mkdir(parents=True)  # what a build killed before its marker leaves
     env = envs.env_for(instance, tree)
     assert Path(env.python).is_relative_to(killed) and (killed / READY).is_file()
+
+
+@pytest.mark.usefixtures("no_index")
+def test_an_environment_copied_with_its_cache_is_built_again_where_it_now_is(
+    wheelhouse: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    files = {
+        "pyproject.toml": PYPROJECT.format(name="plain", dependencies=""),
+        "plain/__init__.py": "X = 1\n",
+        "tests/test_plain.py": "from plain import X\n\n\ndef test_x():\n    assert X\n",
+    }
+    instance = _git_repo(tmp_path / "clones", "acme/plain", files)
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    tree = repos.checkout(instance.repo, instance.base_commit, tmp_path / "tree")
+    first = EnvManager(tmp_path / "envs", wheelhouse=wheelhouse).env_for(instance, tree)
+    assert Path(first.python).is_relative_to(tmp_path / "envs")
+    shutil.copytree(tmp_path / "envs", tmp_path / "copied", symlinks=True)
+    # The copy's scripts and editable installs still name the original's paths: it is built again.
+    env = EnvManager(tmp_path / "copied", wheelhouse=wheelhouse).env_for(instance, tree)
+    assert Path(env.python).is_relative_to(tmp_path / "copied")
+    ready = json.loads(next((tmp_path / "copied").rglob(READY)).read_text(encoding="utf-8"))
+    assert Path(ready["python"]).is_relative_to(tmp_path / "copied")
+    # Reached through a link, the cache is the same place: nothing is built again.
+    (tmp_path / "link").symlink_to(tmp_path / "copied")
+    marker = next((tmp_path / "copied").rglob(READY))
+    before = marker.stat().st_mtime_ns
+    EnvManager(tmp_path / "link", wheelhouse=wheelhouse).env_for(instance, tree)
+    assert marker.stat().st_mtime_ns == before

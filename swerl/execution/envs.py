@@ -221,13 +221,29 @@ is removed and built again, never used."""
 
 
 def is_ready(env: Path) -> bool:
-    return (env / READY).is_file()
+    """Whether `env` is complete *where it is*. A virtual environment and the editable installs in it
+    name their own absolute paths, so a cache folder copied or moved elsewhere holds environments that
+    still run the old location's interpreter and import the old location's source tree: one whose marker
+    names another place is not ready here, and is built again rather than used."""
+    try:
+        recorded = json.loads((env / READY).read_text(encoding="utf-8")).get("python")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not isinstance(recorded, str):
+        return False
+    # The folders compared resolved (not the interpreter, a link to the base Python), so a cache reached
+    # through a symbolic link is still the same place.
+    return os.path.realpath(os.path.dirname(recorded)) == os.path.realpath(env / "venv" / "bin")
 
 
-def _mark_ready(env: Path, python: Path) -> None:
-    """Record completion: a temporary file renamed into place, so the marker is whole or absent."""
+def _own_python(env: Path) -> str:
+    return str((env / "venv" / "bin" / "python").absolute())
+
+
+def _mark_ready(env: Path) -> None:
+    """Record completion, and where: a temporary file renamed into place, so the marker is whole or absent."""
     tmp = env / f"{READY}.tmp"
-    tmp.write_text(json.dumps({"python": str(python)}) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps({"python": _own_python(env)}) + "\n", encoding="utf-8")
     os.replace(tmp, env / READY)
 
 
@@ -566,7 +582,7 @@ class EnvManager:
                 shutil.rmtree(env, ignore_errors=True)
                 self._failed[env] = str(err)
                 raise
-            _mark_ready(env, env / "venv" / "bin" / "python")
+            _mark_ready(env)
 
     def _pip_step(self, env: Path, owner: str, cmd: list[str], cwd: Path) -> None:
         """One install step, run only once the interpreter and pip it would find are the environment's."""
