@@ -18,7 +18,8 @@ run that raised, the harness's own time limit, a test patch that does not apply:
 left out of the group's advantage).
 
 Unexploitable. Before the run, the answer's changes to files that decide how tests run are dropped:
-test files (under tests/, test/ or testing/, test_*.py, *_test.py), conftest.py, pytest's configuration
+test paths (`swerl.path_kinds.is_test_path`: under tests/, test/, testing/, spec/ and the like, test_*,
+*_test.*, *_tests.*, conftest.py: what mining calls a test), pytest's configuration
 (pytest.ini, .pytest.ini, tox.ini, setup.cfg, pyproject.toml), interpreter start-up hooks
 (sitecustomize.py, usercustomize.py, *.pth) and new modules that would shadow the test runner (pytest,
 _pytest, py, pluggy, swerl_witness). The harness then resets the test patch's files and grades by name,
