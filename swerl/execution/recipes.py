@@ -37,6 +37,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from swerl.errors import UserError
+from swerl.path_kinds import is_test_module
 
 PYTHON_RELEASES: dict[str, dt.date] = {
     "2.7": dt.date(2010, 7, 3),
@@ -107,7 +108,6 @@ _CLASSIFIER = re.compile(r"Programming Language :: Python :: ([23]\.\d{1,2})\b")
 _TOX_ENV = re.compile(r"\bpy([23])(\d{1,2})\b")
 _TOX_FACTOR = re.compile(r"^[\w,-]+:\s")
 """A tox deps line that applies to some environments only (`py26: unittest2`)."""
-_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 _COMPILED = ("*.c", "*.pyx", "*.cpp")
 
 
@@ -458,7 +458,7 @@ def collect_targets(tree: Path, tests: Iterable[str], test_patch: str) -> list[s
     the usual test directories, else the tree."""
     names = [t.split("::", 1)[0] for t in tests]
     names += re.findall(r"^diff --git a/(\S+) b/", test_patch, flags=re.MULTILINE)
-    present = [n for n in dict.fromkeys(names) if _TEST_MODULE.search(n) and (tree / n).is_file()]
+    present = [n for n in dict.fromkeys(names) if is_test_module(n) and (tree / n).is_file()]
     if present:
         return present
     return [d for d in ("tests", "test", "testing") if (tree / d).is_dir()] or ["."]
