@@ -101,7 +101,7 @@ class PytestDependency:
     """Required only on Pythons older than this one (empty: on all)."""
 
 
-PYTEST_DEPENDENCIES = (
+PYTEST_DEPENDENCIES: tuple[PytestDependency, ...] = (
     PytestDependency("py", "3.0", "7.2"),
     PytestDependency("six", "3.3", "5.0"),
     PytestDependency("attr", "3.3", "7.3"),
@@ -503,9 +503,9 @@ def pytest_without(python: str, when: dt.date, shadows: Sequence[str]) -> str:
     if not any(requires(start) for start, _ in dated):
         return f"pytest>={lower}" + (f",<{upper}" if upper else "")
     free = [s for s in segments if not requires(s[0])]
-    free_dated = [s for s in free if s in dated]
     if not free:
         return ""
+    free_dated = [s for s in free if s in dated]
     start, end = free_dated[-1] if free_dated else free[0]
     return f"pytest>={start}" + (f",<{end}" if end else "")
 
