@@ -785,14 +785,16 @@ def test_concurrent_builders_build_once_and_a_killed_build_is_rebuilt(
 def test_tests_see_the_harness_environment_and_nothing_of_ours(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No PYTHONHASHSEED (sympy turns hash randomisation off when it is set), no token of ours."""
+    """No PYTHONHASHSEED (sympy turns hash randomisation off when it is set), no token of ours; the
+    locale of an inferred environment (this one), so that Python coerces none."""
     monkeypatch.setenv("SWERL_TEST_SECRET", "leaked")
     probe = (
         "import os, sys\n\n\ndef test_env():\n"
         "    assert sys.flags.hash_randomization == 1\n"
         "    names = {n for n in os.environ if not n.startswith('PYTEST_')}\n"
-        "    names -= {'PWD', 'SHLVL', '_', 'LC_CTYPE'}  # bash's own, and Python's locale coercion\n"
-        "    assert names == {'PATH', 'HOME', 'PYTHONPATH'}, sorted(names)\n"
+        "    names -= {'PWD', 'SHLVL', '_'}  # bash's own\n"
+        "    assert names == {'PATH', 'HOME', 'PYTHONPATH', 'LANG'}, sorted(names)\n"
+        "    assert os.environ['LANG'] == 'C.UTF-8'\n"
     )
     instance = _git_repo(tmp_path / "clones", "acme/plain", {"tests/test_env.py": probe})
     repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
