@@ -66,6 +66,12 @@ CASES: dict[str, Case] = {
     "docs/agentless.md#benchmark-model-free-localization-benchlocalizepy": Case(
         fill={"bench/localize.py ": "bench/localize.py --repos 1 --per-repo 3 "}
     ),
+    "docs/benchmarks.md#rewards-overlapped-with-generation-benchgrpo_overlappy--2026-12-03/2": Case(
+        fill={
+            "--busy-seconds 1.0 --rounds 4 --completion-length 128": "--busy-seconds 0.05 --rounds 1 "
+            "--prompts 2 --generations 2 --completion-length 8"
+        }
+    ),
     "docs/data_pipeline.md#commands": Case(
         fill={"~/src/project": "{project}"},
         outputs=("runs/mined/manifest.json", "runs/mined/split/train.parquet"),

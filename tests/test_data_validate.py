@@ -16,17 +16,21 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
+from collections.abc import Container, Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from data_pipeline.validate import runner
 from data_pipeline.validate.outcomes import judge
-from data_pipeline.validate.rows import load_input
-from data_pipeline.validate.runner import BackendOptions, validate
+from data_pipeline.validate.rows import Brief, load_input, output_row, output_table
+from data_pipeline.validate.runner import BackendOptions, RowTask, validate
 from swerl.cli.main import main
 from swerl.execution.base import TestRun
 from swerl.execution.harness import patch_test_files
+from swerl.execution.instances import Instance
 from swerl.sandbox.bwrap import isolation_available
 from swerl.synth_repo import FastImport, git
 
@@ -140,17 +144,17 @@ REPEATS = 1
 @pytest.fixture(scope="module")
 def validated(mined: Path) -> Path:
     """Every row but the slow one (`test_a_test_past_the_timeout`), as `swerl data validate` does."""
-    instances, is_mined, source = load_input(mined)
-    assert is_mined and source is not None
+    rows = load_input(mined, [f"acme__calc-{n}" for n in range(1, 6)])
+    assert rows.mined and rows.source is not None
     out = mined.parent / "validated"
     validate(
-        [inst for inst in instances if inst.instance_id != "acme__calc-6"],
+        rows,
         out,
         _options(mined.parent),
         input_name=str(mined),
         repeats=REPEATS,
         derive_version=True,
-        local_source=Path(source["path"]),
+        local_source=Path(rows.source["path"]),
         progress=False,
     )
     return out
@@ -170,9 +174,9 @@ def test_each_row_gets_its_verdict(validated: Path) -> None:
 
 
 def test_a_test_past_the_timeout(mined: Path, tmp_path: Path) -> None:
-    instances, _, _ = load_input(mined, ["acme__calc-6"])
+    rows = load_input(mined, ["acme__calc-6"])
     out = tmp_path / "out"
-    validate(instances, out, _options(mined.parent, timeout_s=3.0), input_name="x", repeats=1, progress=False)
+    validate(rows, out, _options(mined.parent, timeout_s=3.0), input_name="x", repeats=1, progress=False)
     record = _results(out)["acme__calc-6"]
     # Before the fix its file does not even import; after it, the test sleeps past the wall clock (on a
     # loaded machine the before-run may already take that long: the verdict is the same).
@@ -250,11 +254,11 @@ def test_a_pytest_that_cannot_start_is_a_collection_error_named_by_its_traceback
 def test_an_environment_that_cannot_be_made_is_named(mined: Path, tmp_path: Path) -> None:
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps({"acme/calc": {"*": {"python": "1.9"}}}))
-    instances, _, source = load_input(mined, ["acme__calc-1"])
-    assert source is not None
+    rows = load_input(mined, ["acme__calc-1"])
+    assert rows.source is not None
     out = tmp_path / "out"
     options = _options(mined.parent, env_specs=specs)
-    validate(instances, out, options, input_name="x", local_source=Path(source["path"]), progress=False)
+    validate(rows, out, options, input_name="x", local_source=Path(rows.source["path"]), progress=False)
     record = _results(out)["acme__calc-1"]
     assert record["reason"] == "env_failed" and "no Python 1.9" in record["detail"]
 
@@ -309,11 +313,11 @@ def test_two_workers_give_the_same_lists(
             "PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         )
     ids = ["acme__calc-1", "acme__calc-3"]
-    instances, _, _ = load_input(mined, ids)
+    rows = load_input(mined, ids)
     out = tmp_path / "out"
     options = _options(mined.parent)
     validate(
-        instances,
+        rows,
         out,
         options,
         input_name="x",
@@ -400,3 +404,80 @@ def test_test_files_leave_out_deleted_and_non_python_files() -> None:
     patch = diff("tests/test_a.py")
     patch += diff("tests/test_old.py", "/dev/null", "deleted file mode 100644\n") + diff("tests/data.json")
     assert patch_test_files(patch) == ["tests/test_a.py"]
+
+
+def _judged(task: RowTask) -> dict:
+    """A stand-in for `validate_row` (top level: the workers unpickle it): every other row executable,
+    after a pause long enough for the rows in flight to pile up."""
+    time.sleep(0.02)
+    n = int(task.instance.instance_id.rsplit("-", 1)[1])
+    return {
+        "instance_id": task.instance.instance_id,
+        "reason": "executable" if n % 2 == 0 else "no_fail_to_pass",
+        "detail": "",
+        "FAIL_TO_PASS": [f"tests/test_ops.py::test_{n}"],
+        "PASS_TO_PASS": [],
+        "flaky": [],
+        "env_recipe": "{}",
+        "version": "1.2",
+        "seconds": 0.02,
+    }
+
+
+class _Unheld:
+    """Rows made afresh on every read, as a file's are, that refuse to be read ahead: a row is handed
+    out only while at most `bound` rows read before it are still alive. With `late_column`, rows from
+    the 40th on have a column the rows before them lack."""
+
+    def __init__(self, count: int, bound: int, late_column: bool = False) -> None:
+        self.count, self.bound, self.late_column = count, bound, late_column
+        self.alive: weakref.WeakSet[Instance] = weakref.WeakSet()
+
+    def _id(self, n: int) -> str:
+        return f"acme__calc-{n}"
+
+    def briefs(self) -> Iterator[Brief]:
+        for n in range(self.count):
+            yield Brief(self._id(n), "acme/calc", "0" * 40, EDITS_A_TEST)
+
+    def instances(self, wanted: Container[str] | None = None) -> Iterator[Instance]:
+        for n in range(self.count):
+            if wanted is not None and self._id(n) not in wanted:
+                continue
+            if len(self.alive) > self.bound:
+                raise AssertionError(f"row {n} read while {len(self.alive)} rows before it are held")
+            extra = {"prompt_tokens": n, **({"note": f"late {n}"} if self.late_column and n >= 40 else {})}
+            instance = Instance(
+                self._id(n), "acme/calc", "0" * 40, f"issue {n}", "fix", EDITS_A_TEST, extra=extra
+            )
+            self.alive.add(instance)
+            yield instance
+
+
+@pytest.mark.parametrize(("row_group_bytes", "late_column"), [(None, False), (None, True), (1, True)])
+def test_rows_are_read_only_as_they_are_run(
+    row_group_bytes: int | None, late_column: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most the rows in flight (2 per worker) are held, and test.parquet is the file one write of
+    all the executable rows makes: the same bytes in one row group, the same rows in several, also when
+    later rows have a column the first ones lack."""
+    monkeypatch.setattr(runner, "validate_row", _judged)
+    monkeypatch.setattr(runner, "_prepare_mirrors", lambda *args: None)
+    if row_group_bytes is not None:
+        monkeypatch.setattr(runner, "ROW_GROUP_BYTES", row_group_bytes)
+    rows = _Unheld(60, bound=2 * 2 + 1, late_column=late_column)
+    out = tmp_path / "out"
+    summary = validate(rows, out, _options(tmp_path), input_name="x", workers=2, progress=False)
+    assert summary.judged == 60 and summary.counts["executable"] == 30
+    expected = [
+        output_row(instance, _results(out)[instance.instance_id])
+        for instance in _Unheld(60, bound=60, late_column=late_column).instances()
+        if int(instance.instance_id.rsplit("-", 1)[1]) % 2 == 0
+    ]
+    pq.write_table(output_table(expected), tmp_path / "whole.parquet")
+    written = pq.ParquetFile(out / "test.parquet")
+    assert written.metadata.num_row_groups == (1 if row_group_bytes is None else 2)
+    assert written.read().equals(pq.read_table(tmp_path / "whole.parquet"))
+    assert ("note" in written.schema_arrow.names) == late_column
+    if row_group_bytes is None:
+        assert (out / "test.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from calc_repo import BASE, FIXED, HALF, ISOLATION, NEW_TESTS, OPS, build_calc, 
 
 from swerl.edit_format import build_git_patch
 from swerl.errors import UserError
-from swerl.execution.harness import eval_plan
+from swerl.execution.harness import eval_plan, grade_log
 from swerl.execution.instances import Instance
 from swerl.execution.local import LocalBackend
 from swerl.git.clones import RepoCache
@@ -92,6 +94,50 @@ def _passed(item, call):
 
 _pytest.reports.TestReport.from_item_and_call = staticmethod(_passed)
 """
+CLEAR_CALL_INFO = """import _pytest.runner
+
+_original = _pytest.runner.CallInfo.from_call.__func__
+
+
+def _from_call(cls, *args, **kwargs):
+    info = _original(cls, *args, **kwargs)
+    info.excinfo = None
+    return info
+
+
+_pytest.runner.CallInfo.from_call = classmethod(_from_call)
+"""
+WRAP_AT_IMPORT = """import gc
+
+import pytest
+from _pytest.config import Config
+
+
+class _Passed:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        outcome.get_result().outcome = "passed"
+
+
+for _config in [o for o in gc.get_objects() if isinstance(o, Config)]:
+    _config.pluginmanager.register(_Passed())
+"""
+FAKE_SUMMARY = """import atexit
+import os
+import sys
+
+
+def _claim():
+    sys.stdout.flush()
+    os.write(1, b"PASSED tests/test_ops.py::test_add\\nPASSED tests/test_ops.py::test_add_neg\\n")
+    os._exit(0)
+
+
+atexit.register(_claim)
+"""
+# Each of these rewrites pytest's outcomes from inside its process, where the log cannot tell: without the
+# witness each scores 1 (the patch-pytest case was a strict xfail before the witness existed).
 PLUGIN = (
     "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
     "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
@@ -281,15 +327,6 @@ def test_an_unknown_repository_is_not_executable_and_a_raising_harness_is_an_inf
             {"calc/__init__.py": "import pytest\npytest.skip('not today', allow_module_level=True)\n"},
             id="skip-the-tests",
         ),
-        pytest.param(
-            {"calc/__init__.py": PATCH_PYTEST},
-            id="patch-pytest-at-import",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="code under test runs inside pytest's process and can rewrite its reports: nothing "
-                "outside the process sees the difference",
-            ),
-        ),
         pytest.param({"calc/ops.py": READ_FIX}, id="read-fix-from-git"),
     ],
 )
@@ -299,6 +336,46 @@ def test_an_answer_that_changes_how_the_tests_run_scores_zero(
     reward, inst = setup
     result = reward.score_patch(inst, _patch(hack))
     assert (result.reward, result.kind) == (0.0, "unresolved"), result
+
+
+@pytest.mark.parametrize(
+    ("init", "reason"),
+    [
+        pytest.param(
+            PATCH_PYTEST,
+            "replaced during the run: _pytest.reports.TestReport.from_item_and_call",
+            id="patch-report-construction",
+        ),
+        pytest.param(
+            CLEAR_CALL_INFO,
+            "replaced during the run: _pytest.runner.CallInfo.from_call",
+            id="patch-call-info",
+        ),
+        pytest.param(
+            WRAP_AT_IMPORT,
+            "pytest_runtest_makereport implemented in calc/__init__.py",
+            id="hookwrapper-registered-at-import",
+        ),
+        pytest.param(
+            FAKE_SUMMARY,
+            "the witness saw 2 test(s) the log counts as passed fail or not run: "
+            "tests/test_ops.py::test_add (FAILED)",
+            id="fake-summary-lines",
+        ),
+    ],
+)
+def test_an_answer_that_rewrites_pytests_outcomes_from_inside_is_vetoed_by_the_witness(
+    setup: tuple[ExecutionReward, Instance], init: str, reason: str, tmp_path: Path
+) -> None:
+    reward, inst = setup
+    logged = dataclasses.replace(reward, log_dir=tmp_path)
+    result = logged.score_patch(inst, _patch({"calc/__init__.py": init}))
+    assert (result.reward, result.kind, result.error) == (0.0, "unresolved", "witness_veto"), result
+    assert reason in str(result.message)
+    (log,) = tmp_path.rglob("test_output.txt")
+    assert "[swerl] witness veto: " in log.read_text(encoding="utf-8")
+    # The log alone (what the harness grades) calls it resolved: the veto is what stops it.
+    assert grade_log(inst, eval_plan(inst), "x", str(log))["resolved"] is True
 
 
 def test_a_patch_that_reads_the_fix_from_git_finds_nothing(
@@ -360,19 +437,26 @@ def test_an_install_sees_the_tags_and_history_then_the_tree_holds_the_base_commi
     ]
 
 
-def test_the_ray_engine_runs_a_group_as_tasks_on_a_local_instance(
-    setup: tuple[ExecutionReward, Instance], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """One local Ray instance of 2 CPUs for the Ray engine's tests (starting one takes seconds)."""
     ray = pytest.importorskip("ray")
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # a local instance, never someone's cluster
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("RAY_ADDRESS", raising=False)  # a local instance, never someone's cluster
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+def test_the_ray_engine_runs_a_group_as_tasks_on_a_local_instance(
+    setup: tuple[ExecutionReward, Instance], tmp_path: Path, local_ray: None
+) -> None:
     reward, inst = setup
     group = [inst.patch, "", _patch({"calc/ops.py": HALF}), inst.patch]
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        on_ray = ExecutionReward(reward.backend, engine="ray", workers=2, log_dir=tmp_path / "logs")
-        results = on_ray.score_group(inst, group)
-    finally:
-        ray.shutdown()
+    on_ray = ExecutionReward(reward.backend, engine="ray", workers=2, log_dir=tmp_path / "logs")
+    results = on_ray.score_group(inst, group)
     # The verdicts the threads engine gives (the tests above), the duplicate judged once.
     assert [(r.reward, r.kind, r.fail_to_pass) for r in results] == [
         (1.0, "resolved", (2, 2)),
@@ -383,6 +467,39 @@ def test_the_ray_engine_runs_a_group_as_tasks_on_a_local_instance(
     # Numbered by the driver, logged by Ray's workers (the empty patch, job 2, needs no run).
     logs = sorted(p.parent.name for p in (tmp_path / "logs").rglob("test_output.txt"))
     assert logs == ["000001", "000003"]
+
+
+def test_a_task_whose_ray_worker_dies_is_an_infra_error_left_out_of_the_advantage(
+    setup: tuple[ExecutionReward, Instance], local_ray: None
+) -> None:
+    from swerl.trainers.grpo import _without_infra_errors
+    from swerl.trainers.rewards import _as_result
+
+    reward, inst = setup
+    half = _patch({"calc/ops.py": HALF})
+
+    class DiesOnHalf:  # a local class: Ray's pickler sends it by value, so its workers need no import of it
+        def __init__(self, real: LocalBackend) -> None:
+            self.real, self.repos = real, real.repos
+
+        def evaluate(self, instance: Instance, patch: str, log_path: Path) -> object:
+            if patch == half:
+                os._exit(1)  # the worker process dies mid-task, as on a lost node or an OOM kill
+            return self.real.evaluate(instance, patch, log_path)
+
+    # retries=0: Ray does not start the task again (its default would, 3 times) and neither does swerl.
+    on_ray = ExecutionReward(DiesOnHalf(reward.backend), engine="ray", workers=2, retries=0)  # type: ignore[arg-type]
+    results = on_ray.score_group(inst, [inst.patch, "", half])
+    assert [(r.reward, r.kind, r.error) for r in results] == [
+        (1.0, "resolved", None),
+        (0.0, "unresolved", "empty_patch"),
+        (None, "infra_error", "worker_lost"),
+    ]
+    assert "WorkerCrashedError" in str(results[2].message)  # the worker's death, not a failed import
+    # The trainer's view: the lost answer takes the mean of the judged ones, so the group's baseline
+    # (and every other answer's advantage) is what it would be without it.
+    scored = [_as_result(r) for r in results]
+    assert _without_infra_errors([r.reward for r in scored], scored, 3) == [1.0, 0.0, 0.5]
 
 
 def test_the_ray_engine_without_ray_says_how_to_install_it(
@@ -401,6 +518,7 @@ def test_guarded_paths_and_what_is_dropped() -> None:
     assert guarded_path("pkg/test_x.py") and guarded_path("a.pth") and guarded_path("setup.cfg")
     assert not guarded_path("src/_pytest/python.py")  # pytest's own code, edited
     assert guarded_path("src/_pytest/new.py", added=True) and guarded_path("pytest.py", added=True)
+    assert guarded_path("swerl_witness.py", added=True)  # would be loaded instead of the witness
     assert not guarded_path("calc/ops.py", added=True)
     patch = _patch({"calc/ops.py": FIXED, "conftest.py": PLUGIN})
     kept, dropped = drop_guarded(patch)

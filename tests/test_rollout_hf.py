@@ -8,6 +8,7 @@ import torch
 from swerl.algorithms import token_logprobs
 from swerl.models import build_tiny_model, load_model_and_tokenizer
 from swerl.rollout import Completion, HFEngine, RolloutEngine, SamplingParams
+from swerl.rollout.base import generate_groups
 from swerl.rollout.sampling import filter_top_k, filter_top_p, mix_seed
 
 
@@ -187,3 +188,28 @@ def test_sampling_params_validation():
     for bad in ({"n": 0}, {"temperature": -1}, {"top_p": 0}, {"top_k": -1}, {"max_new_tokens": 0}):
         with pytest.raises(ValueError):
             SamplingParams(**bad)
+
+
+def test_groups_arrive_one_decoding_batch_at_a_time(tiny, prompts):
+    """`generate_groups` yields each batch as it is decoded (length-sorted order), with `generate`'s
+    completions; an engine without the method falls back to one `generate` call."""
+    model, tok = tiny
+    params = SamplingParams(n=2, max_new_tokens=8, seed=4)
+    engine = HFEngine(model, tok, batch_size=2)  # one prompt per batch
+    model.train()
+    arrived = list(engine.generate_groups(prompts, params))
+    assert model.training and not torch.is_inference_mode_enabled()  # restored after the last batch
+    model.eval()
+    shortest_first = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    assert [i for i, _ in arrived] == shortest_first
+    together = HFEngine(model, tok, batch_size=8).generate(prompts, params)
+    expected = [[c.token_ids for c in g] for g in together]
+    assert [[c.token_ids for c in g] for _, g in sorted(arrived, key=lambda x: x[0])] == expected
+
+    class WholeBatch:
+        def generate(self, prompts_, params_):
+            return engine.generate(prompts_, params_)
+
+    fallback = list(generate_groups(WholeBatch(), prompts, params))
+    assert [i for i, _ in fallback] == [0, 1, 2, 3]
+    assert [[c.token_ids for c in g] for _, g in fallback] == expected

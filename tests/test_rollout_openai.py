@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from fake_http import JsonPostServer
 
@@ -211,3 +213,39 @@ def test_forced_vllm_protocol_on_a_plain_server_says_what_to_do():
         assert refusing.got == []  # a protocol given is not asked again
     finally:
         refusing.close()
+
+
+def test_groups_arrive_as_each_request_is_answered(server):
+    """The first request is held until the later ones have been handed over: their groups come first,
+    and all of them are `generate`'s, each index once."""
+    held = threading.Event()
+    answer = server.reply
+
+    def slow_first(body):
+        if body["prompt"][0] == [10, 1]:
+            assert held.wait(5), "the client waited for the first request before yielding later groups"
+        return answer(body)
+
+    server.reply = slow_first
+    engine = engine_for(server, prompts_per_request=2, max_concurrency=3)
+    prompts = [[10, 1], [20], [30, 3, 3], [40], [50]]
+    params = SamplingParams(n=2, seed=1)
+    arrived = []
+    for i, group in engine.generate_groups(prompts, params):
+        arrived.append((i, [c.token_ids for c in group]))
+        if len(arrived) == 3:  # the second and third requests are in: release the first
+            held.set()
+    assert [i for i, _ in arrived[:3]] != [0, 1, 2] and sorted(i for i, _ in arrived) == [0, 1, 2, 3, 4]
+    held.set()
+    expected = [[c.token_ids for c in g] for g in engine.generate(prompts, params)]
+    assert [tokens for _, tokens in sorted(arrived)] == expected
+
+
+def test_plain_protocol_groups_are_indexed_by_prompt(plain):
+    engine = OpenAIEngine(plain.base_url, "tiny", tokenizer=CharTokenizer(), backoff=0.01)
+    arrived = dict(engine.generate_groups([[104, 105], [111], [97]], SamplingParams(n=2, seed=5)))
+    assert {i: [c.text for c in g] for i, g in arrived.items()} == {
+        0: ["hi|5", "hi|6"],
+        1: ["o|5", "o|6"],
+        2: ["a|5", "a|6"],
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from swerl.learner import read_metrics
 from swerl.models.loading import load_model_and_tokenizer
 from swerl.models.tiny import build_tiny_model
 from swerl.reward import RewardResult
+from swerl.rollout.hf import HFEngine
 from swerl.trainers.common import completion_logprobs, pack_sequences
 from swerl.trainers.config import GRPOConfig
 from swerl.trainers.data import Example
@@ -224,6 +226,95 @@ def test_dynamic_sampling_refills_zero_std_groups(tiny_dir: Path, tmp_path: Path
     assert row["dynamic_sampling/rounds"] == 3.0 and row["dynamic_sampling/filled"] == 0.0
     assert row["loss"] == 0.0 and row["frac_reward_zero_std"] == 1.0
     assert all(torch.equal(a, b) for a, b in zip(before, hopeless.learner.module.parameters(), strict=True))
+
+
+class WaitsForTheFirstReward(HFEngine):
+    """The HF engine, but before handing over its second group it waits (up to 5 s) for the first
+    group's reward: `overlapped` says whether that reward ran while generation was still going on."""
+
+    def __init__(self, engine: HFEngine, scored: threading.Event) -> None:
+        super().__init__(engine.model, engine.tokenizer, engine.batch_size)
+        self.scored = scored
+        self.overlapped: bool | None = None
+
+    def generate_groups(self, prompts_: Any, params: Any) -> Any:
+        for n, item in enumerate(super().generate_groups(prompts_, params)):
+            if n == 1 and self.overlapped is None:
+                self.overlapped = self.scored.wait(5)
+            yield item
+
+
+def overlap_run(tiny_dir: Path, out: Path, overlap: bool) -> tuple[list[Any], list[Any], list[Any], Any]:
+    """Two steps of four prompts, one prompt of G = 4 per decoding batch (four batches a step): the
+    history, each scored group (prompt, completions, rewards, whether on the main thread), the weights
+    after, and whether the first reward ran before the second group was handed over (overlap only)."""
+    _, tokenizer = load_model_and_tokenizer(tiny_dir)
+    inner = token_reward(range(len(tokenizer) // 8))
+    scored_groups: list[tuple[Any, ...]] = []
+    scored = threading.Event()
+
+    def reward(example: Example, completions: Any) -> list[RewardResult]:
+        results = inner(example, completions)
+        main = threading.current_thread() is threading.main_thread()
+        scored_groups.append(
+            (
+                tuple(example.prompt_ids),
+                [tuple(c.token_ids) for c in completions],
+                [r.reward for r in results],
+                main,
+            )
+        )
+        scored.set()
+        return results
+
+    trainer = make_trainer(
+        tiny_dir,
+        out,
+        reward=reward,
+        max_steps=2,
+        prompts_per_step=4,
+        generation_batch_size=4,
+        overlap_rewards=overlap,
+    )
+    engine = WaitsForTheFirstReward(trainer.engine, scored) if overlap else None
+    trainer.engine = engine or trainer.engine
+    history = trainer.train()
+    weights = [p.detach().clone() for p in trainer.learner.module.parameters()]
+    return history, scored_groups, weights, engine and engine.overlapped
+
+
+def test_overlapped_rewards_give_the_sequential_run(tiny_dir: Path, tmp_path: Path) -> None:
+    """Same seed, rewards overlapped with generation or not: the same groups scored to the same rewards
+    and the same weights after two steps; overlapped, the first group is scored on the reward thread
+    while the next ones are still being sampled (groups are scored in the order they are decoded)."""
+    on, on_groups, on_weights, overlapped = overlap_run(tiny_dir, tmp_path / "on", overlap=True)
+    off, off_groups, off_weights, _ = overlap_run(tiny_dir, tmp_path / "off", overlap=False)
+    assert overlapped is True and not any(main for *_, main in on_groups)
+    assert all(main for *_, main in off_groups) and len(on_groups) == 8
+    assert sorted(g[:3] for g in on_groups) == sorted(g[:3] for g in off_groups)
+    assert all(torch.equal(a, b) for a, b in zip(on_weights, off_weights, strict=True))
+    for a, b in zip(on, off, strict=True):
+        for name in ("reward", "reward_std", "loss", "entropy", "grad_norm", "completions/mean_length"):
+            assert a[name] == b[name], name
+        assert a["time/reward"] > 0 and a["time/reward_wait"] >= 0
+        assert b["time/reward_wait"] >= b["time/reward"] > 0  # sequential: all of it is waited for
+
+
+def test_a_failing_overlapped_reward_fails_the_step(tiny_dir: Path, tmp_path: Path) -> None:
+    """The reward thread's exception is raised by the step once generation has ended; the groups queued
+    after the failure are not scored."""
+    calls = []
+
+    def reward(example: Example, completions: Any) -> list[RewardResult]:
+        calls.append(example.prompt_ids)
+        if len(calls) == 2:
+            raise RuntimeError("the test harness broke")
+        return [RewardResult(reward=0.0) for _ in completions]
+
+    trainer = make_trainer(tiny_dir, tmp_path, reward=reward, prompts_per_step=4, generation_batch_size=4)
+    with pytest.raises(RuntimeError, match="the test harness broke"):
+        trainer.train_step()
+    assert len(calls) == 2
 
 
 def test_masked_truncated_answers_leave_the_loss(tiny_dir: Path, tmp_path: Path) -> None:

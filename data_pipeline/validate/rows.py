@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
 
 from data_pipeline.schema import ROW_SCHEMA
 from swerl.errors import UserError
-from swerl.execution.instances import Instance, load_instances
+from swerl.execution.instances import Instance, instance_from_row
 from swerl.git import GitError, run_git
 from swerl.paths import is_mining_output, read_manifest, row_files
 
@@ -66,47 +67,165 @@ def mined_instance(row: Mapping[str, Any]) -> Instance:
     )
 
 
-def load_input(
-    path: Path, instance_ids: Sequence[str] | None = None
-) -> tuple[list[Instance], bool, dict[str, Any] | None]:
-    """The instances of INPUT, whether they are mined rows, and the mining run's source when INPUT is a
-    mining output (its clone gives the repository without `--clones`).
+class Brief(NamedTuple):
+    """What deciding a row's fate needs of it (whether it changes tests, where its repository is), read
+    without the columns that make a row large (file contents, prompt)."""
 
-    INPUT: a mining output folder, a folder of .parquet files or a .parquet/.jsonl file, of mined rows
-    or of SWE-bench rows (told apart by their columns)."""
+    instance_id: str
+    repo: str
+    base_commit: str
+    test_patch: str
+
+
+_SCAN_COLUMNS = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+)
+"""What `load_input` checks of every row, and what its `Brief` is made of."""
+_BRIEF_BATCH = 1024
+_ROW_BATCH = 16
+"""Full rows turned into Python objects at a time: a mined row carries whole files, so a few at once."""
+
+
+class Rows(Protocol):
+    """What validation reads of its input, pass by pass (`InputRows`; a test's rows)."""
+
+    def briefs(self) -> Iterator[Brief]:
+        """Every row's `Brief`, in input order."""
+        ...
+
+    def instances(self, wanted: Container[str] | None = None) -> Iterator[Instance]:
+        """The instances of the rows in `wanted` (all without it), in input order."""
+        ...
+
+
+@dataclass(frozen=True)
+class InputRows:
+    """INPUT's rows, read from its files again for each pass, a batch at a time: a real repository's
+    mined rows run to gigabytes, so they are never all in memory (a Parquet file is read a row group's
+    batch at a time; a .json file, one JSON value, is read whole).
+
+    `instance_ids`: only these rows (in INPUT's order). `mined`: rows of `swerl data mine`, rather than
+    rows in SWE-bench's schema (told apart by their columns). `source`: the mining run's source when
+    INPUT is a mining output (its clone gives the repository without `--clones`)."""
+
+    files: tuple[Path, ...]
+    mined: bool
+    instance_ids: frozenset[str] | None = None
+    source: dict[str, Any] | None = None
+
+    def briefs(self) -> Iterator[Brief]:
+        """Every row's `Brief`, in INPUT's order."""
+        for row in self._rows(_SCAN_COLUMNS, None, _BRIEF_BATCH):
+            yield Brief(
+                str(row["instance_id"]),
+                str(row["repo"]),
+                str(row["base_commit"]),
+                str(row.get("test_patch") or ""),
+            )
+
+    def instances(self, wanted: Container[str] | None = None) -> Iterator[Instance]:
+        """The instances of the rows whose id is in `wanted` (all without it), in INPUT's order; a
+        Parquet batch without any is not turned into Python objects."""
+        convert = mined_instance if self.mined else instance_from_row
+        for row in self._rows(None, wanted, _ROW_BATCH):
+            yield convert(row)
+
+    def _rows(
+        self, columns: Sequence[str] | None, wanted: Container[str] | None, batch: int
+    ) -> Iterator[dict[str, Any]]:
+        """The rows (only `columns` of them, where given) whose id is wanted and among `instance_ids`."""
+        only = self.instance_ids
+
+        def keep(iid: object) -> bool:
+            return (only is None or iid in only) and (wanted is None or iid in wanted)
+
+        for file in self.files:
+            if file.suffix.lower() == ".parquet":
+                yield from _parquet_rows(file, columns, keep, batch)
+                continue
+            for record in _records(file):
+                if keep(str(record.get("instance_id"))):
+                    yield record if columns is None else {name: record.get(name) for name in columns}
+
+
+def load_input(path: Path, instance_ids: Sequence[str] | None = None) -> InputRows:
+    """INPUT's rows, checked now in one pass over their small columns, so that a bad row is one line
+    before anything runs: required fields, duplicate ids, `instance_ids` it lacks, no rows at all.
+
+    INPUT: a mining output folder, a folder of .parquet files or a .parquet/.jsonl/.json file, of mined
+    rows or of SWE-bench rows (told apart by their columns)."""
     source = read_manifest(path)["config"].get("source") if is_mining_output(path) else None
     files = row_files(path) if path.is_dir() else [path]
     if not files:
         raise UserError(f"{path}: no .parquet files of rows there")
-    if not is_mined_row(dict.fromkeys(_columns(files[0]))):
-        return load_instances(path, instance_ids=instance_ids), False, None
-    rows = [row for file in files for row in _read(file)]
-    instances = [mined_instance(row) for row in rows]
-    if instance_ids:
-        known = {inst.instance_id for inst in instances}
-        unknown = [iid for iid in instance_ids if iid not in known]
-        if unknown:
-            raise UserError(f"instance ids not in {path}: {', '.join(unknown[:5])}")
-        wanted = set(instance_ids)
-        instances = [inst for inst in instances if inst.instance_id in wanted]
-    if not instances:
+    mined = is_mined_row(dict.fromkeys(_columns(files[0])))
+    rows = InputRows(tuple(files), mined, frozenset(instance_ids) if instance_ids else None, source)
+    seen: set[str] = set()
+    for row in rows._rows(_SCAN_COLUMNS, None, _BRIEF_BATCH):
+        if not mined:
+            instance_from_row(row)  # its checks of the required fields, on the columns they read
+        iid = str(row.get("instance_id"))
+        if iid in seen:
+            raise UserError(f"duplicate instance id {iid!r} in {path}")
+        seen.add(iid)
+    unknown = [iid for iid in dict.fromkeys(instance_ids or ()) if iid not in seen]
+    if unknown:
+        raise UserError(f"instance ids not in {path}: {', '.join(unknown[:5])}")
+    if not seen:
         raise UserError(f"{path}: no rows")
-    return instances, True, source
+    return rows
 
 
-def _read(file: Path) -> list[dict[str, Any]]:
-    if file.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
+def _parquet_rows(
+    file: Path, columns: Sequence[str] | None, keep: Callable[[object], bool], batch: int
+) -> Iterator[dict[str, Any]]:
+    """The kept rows of a Parquet file, `batch` rows at a time: the ids of a row group are read first,
+    and only the kept rows of each batch become Python objects."""
+    import pyarrow.parquet as pq
 
-        try:
-            return pq.read_table(file).to_pylist()
-        except pa.ArrowInvalid as err:
-            raise UserError(f"{file}: not a Parquet file ({err})") from None
-    from swerl.jsonl import read_records
+    try:
+        parquet = pq.ParquetFile(file)
+    except pa.ArrowInvalid as err:
+        raise UserError(f"{file}: not a Parquet file ({err})") from None
+    names = parquet.schema_arrow.names
+    if "instance_id" not in names:
+        raise UserError(f"{file}: rows without an instance_id column")
+    read = None if columns is None else [name for name in columns if name in names]
+    for group in range(parquet.num_row_groups):
+        ids = parquet.read_row_group(group, columns=["instance_id"], use_threads=False).column(0).to_pylist()
+        mask = [keep(iid) for iid in ids]
+        if not any(mask):
+            continue
+        start = 0
+        for part in parquet.iter_batches(
+            batch_size=batch, row_groups=[group], columns=read, use_threads=False
+        ):
+            chosen = mask[start : start + part.num_rows]
+            start += part.num_rows
+            if all(chosen):
+                yield from part.to_pylist()
+            elif any(chosen):
+                yield from part.filter(pa.array(chosen)).to_pylist()
 
-    if file.suffix.lower() not in (".jsonl", ".ndjson"):
-        raise UserError(f"{file}: unsupported file type {file.suffix!r} (use .parquet or .jsonl)")
-    return read_records(file)
+
+def _records(file: Path) -> list[dict[str, Any]] | Iterator[dict[str, Any]]:
+    """The records of a JSON Lines file (streamed) or of a .json file (one value: a list of rows or a
+    row)."""
+    from swerl.jsonl import load_json, stream_records
+
+    suffix = file.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return stream_records(file)
+    if suffix == ".json":
+        data = load_json(file)
+        return data if isinstance(data, list) else [data]
+    raise UserError(f"{file}: unsupported file type {suffix!r} (use .parquet, .jsonl or .json)")
 
 
 def _columns(file: Path) -> set[str]:
@@ -119,7 +238,7 @@ def _columns(file: Path) -> set[str]:
         except pa.ArrowInvalid as err:
             raise UserError(f"{file}: not a Parquet file ({err})") from None
     if file.suffix.lower() not in (".jsonl", ".ndjson"):
-        return set()  # not a file of mined rows: `load_instances` reads it or names what it is
+        return set()  # not a file of mined rows: read as SWE-bench rows (`_records` names what it is)
     from swerl.jsonl import stream_records
 
     return set(next(iter(stream_records(file)), {}))

@@ -6,9 +6,15 @@ Layout of OUT:
     results.jsonl   one verdict per row, appended as each row finishes: the record of progress
     test.parquet    the executable rows in SWE-bench's schema (written when the run ends)
 
+Memory: INPUT is never held whole (a real repository's mined rows run to gigabytes). A run reads it
+three times, a batch at a time (`rows.InputRows`): its small columns, to decide what to run; the rows to
+run, submitted as workers free up (at most `2 * workers` in flight); the executable rows, to write
+test.parquet a row group at a time. What stays in memory is an id per row, and of results.jsonl each
+row's reason and where its line starts (`Verdicts`).
+
 Resuming: a row with a verdict in results.jsonl is not run again (a row that ended in `error`, the
 machine's failure, is). A line is written whole with one write; a kill in the middle of one leaves a
-line without its newline, which the next run drops (`read_results`). test.parquet is written under a
+line without its newline, which the next run drops (`Verdicts`). test.parquet is written under a
 temporary name and renamed, so it is whole or absent, and every run that ends writes it from all the
 verdicts, so a killed run's rerun ends with the same file an uninterrupted run writes.
 
@@ -23,16 +29,19 @@ from __future__ import annotations
 import collections
 import json
 import os
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from data_pipeline.engines.pools import open_engine
 from data_pipeline.run.runner import progress_bar
 from data_pipeline.validate.outcomes import Verdict, judge
-from data_pipeline.validate.rows import output_row, output_table, version_at
+from data_pipeline.validate.rows import Rows, output_row, output_table, version_at
 from swerl.errors import UserError
 from swerl.execution.base import TestRun
 from swerl.execution.envs import EnvSetupError
@@ -155,24 +164,63 @@ class Summary:
         return f"validated {self.judged} rows now; {executable} executable{share}"
 
 
-def read_results(out: Path) -> dict[str, dict[str, Any]]:
-    """The verdicts in OUT/results.jsonl by instance id (a later line wins). A last line without its
-    newline is what a kill mid-write leaves: it is dropped (and cut from the file, so appends start on
-    a fresh line)."""
-    path = out / RESULTS
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The records of results file `path` with the offset of each line. A last line without its
+    newline is what a kill mid-write leaves: it is dropped, and cut from the file once the records
+    before it are read, so that appends start on a fresh line."""
     if not path.exists():
-        return {}
-    data = path.read_bytes()
-    whole = data[: data.rfind(b"\n") + 1]
-    if len(whole) != len(data):
-        with path.open("r+b") as handle:
-            handle.truncate(len(whole))
-    results = {}
-    for line in whole.decode("utf-8").splitlines():
-        if line.strip():
-            record = json.loads(line)
-            results[record["instance_id"]] = record
-    return results
+        return
+    offset = 0
+    with path.open("rb") as handle:
+        for line in handle:
+            if not line.endswith(b"\n"):
+                break
+            if line.strip():
+                yield offset, json.loads(line)
+            offset += len(line)
+        else:
+            return
+    with path.open("r+b") as handle:
+        handle.truncate(offset)
+
+
+def read_results(out: Path) -> dict[str, dict[str, Any]]:
+    """The verdicts in OUT/results.jsonl by instance id (a later line wins; see `_lines`)."""
+    return {record["instance_id"]: record for _, record in _lines(out / RESULTS)}
+
+
+class Verdicts:
+    """OUT/results.jsonl as a run keeps it: each row's reason and where its line starts, not the
+    records (their test lists and logs' tails add up over a large input); a record is read back from
+    its line when test.parquet is written. A later line wins."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / RESULTS
+        self._at: dict[str, tuple[str, int]] = {}
+        for offset, record in _lines(self.path):
+            self._at[record["instance_id"]] = (sys.intern(record["reason"]), offset)
+
+    def reason(self, instance_id: str) -> str | None:
+        """The row's verdict (`outcomes.REASONS`), or None for a row not judged yet."""
+        known = self._at.get(instance_id)
+        return known[0] if known else None
+
+    def record(self, instance_id: str) -> dict[str, Any]:
+        """The row's whole verdict record, read from its line."""
+        with self.path.open("rb") as handle:
+            handle.seek(self._at[instance_id][1])
+            return json.loads(handle.readline())
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Appends one verdict as one whole line in one write (see `_lines` for a kill mid-write)."""
+        line = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            offset = os.fstat(fd).st_size - len(line)
+        finally:
+            os.close(fd)
+        self._at[record["instance_id"]] = (sys.intern(record["reason"]), offset)
 
 
 def claim(out: Path, described: dict[str, Any]) -> None:
@@ -194,21 +242,8 @@ def claim(out: Path, described: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def select(instances: Sequence[Instance], max_rows: int | None) -> list[Instance]:
-    """The rows to look at: all, or up to and including the `max_rows`-th that changes tests."""
-    if max_rows is None:
-        return list(instances)
-    chosen, tested = [], 0
-    for instance in instances:
-        if tested == max_rows:
-            break
-        chosen.append(instance)
-        tested += bool(patch_test_files(instance.test_patch))
-    return chosen
-
-
 def validate(
-    instances: Sequence[Instance],
+    rows: Rows,
     out: Path,
     options: BackendOptions,
     *,
@@ -221,40 +256,61 @@ def validate(
     local_source: Path | None = None,
     progress: bool = True,
 ) -> Summary:
-    """Validate `instances` into OUT (see the module docstring); resumes what OUT already holds.
+    """Validate `rows` into OUT (see the module docstring); resumes what OUT already holds.
 
     `local_source`: the clone a mining run read (its mirror is made from it when the cache lacks one).
     """
     claim(out, {"input": input_name, "repeats": repeats})
-    chosen = select(instances, max_rows)
-    results = read_results(out)
-    for instance in chosen:
-        if not patch_test_files(instance.test_patch) and instance.instance_id not in results:
-            results[instance.instance_id] = _record(instance.instance_id, "no_test_change")
-            _append(out, results[instance.instance_id])
-    pending = [inst for inst in chosen if results.get(inst.instance_id, {}).get("reason", "error") == "error"]
-    if pending:
-        _prepare_mirrors(pending, options, local_source)
+    verdicts = Verdicts(out)
+    chosen, to_run, first = _scan(rows, verdicts, max_rows)
+    if to_run:
+        _prepare_mirrors(first, options, local_source)
     judged = 0
     window = max(2, 2 * workers)
     with (
         open_engine(engine, workers) as submit,
-        progress_bar(progress, desc="validate", unit=" rows", total=len(pending)) as bar,
+        progress_bar(progress, desc="validate", unit=" rows", total=len(to_run)) as bar,
     ):
         queue: collections.deque[Any] = collections.deque()
-        for i, instance in enumerate(pending):
+        for i, instance in enumerate(rows.instances(to_run)):
             queue.append(submit(validate_row, RowTask(instance, options, repeats, derive_version), i))
             # Each verdict is recorded as soon as it is known (a kill loses only rows still running);
-            # the oldest is waited for only once every worker has its share of rows.
-            while queue and (queue[0].done() or len(queue) >= window or i == len(pending) - 1):
-                record = queue.popleft().result()
-                results[record["instance_id"]] = record
-                _append(out, record)
+            # the oldest is waited for only once every worker has its share of rows, and the next row
+            # is read only then.
+            while queue and (queue[0].done() or len(queue) >= window):
+                verdicts.add(queue.popleft().result())
                 judged += 1
                 bar.update(1)
-    write_output(out, chosen, results)
-    counts = collections.Counter(results[inst.instance_id]["reason"] for inst in chosen)
-    return Summary(judged, counts)
+        while queue:
+            verdicts.add(queue.popleft().result())
+            judged += 1
+            bar.update(1)
+    write_output(out, rows, verdicts, chosen)
+    return Summary(judged, collections.Counter(verdicts.reason(iid) for iid in chosen))
+
+
+def _scan(rows: Rows, verdicts: Verdicts, max_rows: int | None) -> tuple[list[str], set[str], dict[str, str]]:
+    """The first pass, over the rows' small columns: the ids of the rows to look at (all, or up to and
+    including the `max_rows`-th that changes tests), the rows to run (not judged yet, or judged
+    `error`) and each of their repositories' first base commit. A row that changes no tests is judged
+    now: nothing to run."""
+    chosen: list[str] = []
+    to_run: set[str] = set()
+    first: dict[str, str] = {}
+    tested = 0
+    for brief in rows.briefs():
+        if tested == max_rows:
+            break
+        chosen.append(brief.instance_id)
+        changes_tests = bool(patch_test_files(brief.test_patch))
+        tested += changes_tests
+        reason = verdicts.reason(brief.instance_id)
+        if reason is None and not changes_tests:
+            verdicts.add(_record(brief.instance_id, "no_test_change"))
+        elif reason in (None, "error"):
+            to_run.add(brief.instance_id)
+            first.setdefault(brief.repo, brief.base_commit)
+    return chosen, to_run, first
 
 
 def _record(instance_id: str, reason: str) -> dict[str, Any]:
@@ -272,22 +328,11 @@ def _record(instance_id: str, reason: str) -> dict[str, Any]:
     }
 
 
-def _append(out: Path, record: dict[str, Any]) -> None:
-    """One verdict, as one whole line in one write (see `read_results` for a kill mid-write)."""
-    line = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
-    fd = os.open(out / RESULTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
-
-
-def _prepare_mirrors(pending: Sequence[Instance], options: BackendOptions, local: Path | None) -> None:
-    """Every repository's mirror holds its rows' base commits before any worker starts: a repository
-    that cannot be found is one error now, not a failed row each. A mining run's own clone seeds the
-    mirror of its repository."""
+def _prepare_mirrors(first: Mapping[str, str], options: BackendOptions, local: Path | None) -> None:
+    """Every repository's mirror holds its rows' base commits before any worker starts (`first`: the
+    base commit of each repository's first row to run): a repository that cannot be found is one error
+    now, not a failed row each. A mining run's own clone seeds the mirror of its repository."""
     backend = options.backend()  # also refuses now when bubblewrap is unusable
-    first = {inst.repo: inst.base_commit for inst in reversed(pending)}
     for repo, commit in first.items():
         if local is not None and not backend.repos.bare_path(repo).exists():
             ensure_bare_clone(backend.repos.root, repo, str(local))
@@ -297,16 +342,93 @@ def _prepare_mirrors(pending: Sequence[Instance], options: BackendOptions, local
             raise UserError(f"{repo}: {err} (pass --clones DIR with a clone of it)") from None
 
 
-def write_output(out: Path, chosen: Sequence[Instance], results: dict[str, dict[str, Any]]) -> Path:
-    """OUT/test.parquet: the executable rows, in input order (written whole, then renamed)."""
-    import pyarrow.parquet as pq
+ROW_GROUP_BYTES = 32 << 20
+"""test.parquet's rows are written a row group of about this many bytes (in memory) at a time."""
+_CHUNK = 16
+"""Output rows made into a table at a time."""
 
-    rows = [
-        output_row(inst, results[inst.instance_id])
-        for inst in chosen
-        if results.get(inst.instance_id, {}).get("reason") == "executable"
-    ]
+
+class _Widened(Exception):
+    """A row has a column, or a type of one, that the rows before it did not: the schema written so far
+    does not hold it."""
+
+
+def write_output(out: Path, rows: Rows, verdicts: Verdicts, chosen: Collection[str]) -> Path:
+    """OUT/test.parquet: the executable rows among `chosen`, in input order, read from INPUT again and
+    written a row group at a time (under a temporary name, then renamed: whole or absent).
+
+    The file is the one `output_table` makes of all the rows at once (one row group, the same bytes,
+    while it fits in one): the columns every row has in the order rows first have them, typed as over
+    all rows. Rows of one schema (every mined row, every SWE-bench row) are written in one pass; a
+    column or a type that only later rows have (a JSON Lines input's rows that differ) takes a first
+    pass over the rows for the schema, then a second to write them."""
+    executable = {iid for iid in chosen if verdicts.reason(iid) == "executable"}
     tmp = out / f".{OUTPUT}.tmp"
-    pq.write_table(output_table(rows), tmp)
+    try:
+        _write(tmp, _tables(rows, verdicts, executable), None)
+    except _Widened:
+        schema = None
+        for table in _tables(rows, verdicts, executable):
+            schema = _unify(schema, table.schema)
+        _write(tmp, _tables(rows, verdicts, executable), schema)
     os.replace(tmp, out / OUTPUT)
     return out / OUTPUT
+
+
+def _tables(rows: Rows, verdicts: Verdicts, executable: set[str]) -> Iterator[pa.Table]:
+    """The output rows of the `executable` rows, `_CHUNK` rows a table."""
+    chunk = []
+    for instance in rows.instances(executable):
+        chunk.append(output_row(instance, verdicts.record(instance.instance_id)))
+        if len(chunk) == _CHUNK:
+            yield output_table(chunk)
+            chunk = []
+    if chunk:
+        yield output_table(chunk)
+
+
+def _unify(schema: pa.Schema | None, other: pa.Schema) -> pa.Schema:
+    """The schema that holds both: columns in the order they first come, a null column typed by the
+    other side, numbers widened as pyarrow widens them when it reads all values at once."""
+    return other if schema is None else pa.unify_schemas([schema, other], promote_options="permissive")
+
+
+def _write(path: Path, tables: Iterator[pa.Table], schema: pa.Schema | None) -> None:
+    """Writes `tables` to Parquet file `path` in row groups of about `ROW_GROUP_BYTES`, under `schema`
+    (the first table's when None: `_Widened` when a later one does not fit in it)."""
+    import pyarrow.parquet as pq
+
+    writer = None
+    group: list[pa.Table] = []
+    size = 0
+    try:
+        for table in tables:
+            if schema is None:
+                schema = table.schema
+            elif not table.schema.equals(schema):
+                if not _unify(schema, table.schema).equals(schema):
+                    raise _Widened
+                table = _conform(table, schema)
+            group.append(table)
+            size += table.nbytes
+            if size >= ROW_GROUP_BYTES:
+                writer = writer or pq.ParquetWriter(path, schema)
+                # One contiguous table: a chunked one is encoded into other bytes.
+                writer.write_table(pa.concat_tables(group).combine_chunks())
+                group, size = [], 0
+        if group or writer is None:
+            table = pa.concat_tables(group).combine_chunks() if group else output_table([])
+            writer = writer or pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` under the wider `schema`: its columns cast, the columns it lacks null."""
+    columns = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)

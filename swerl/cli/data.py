@@ -364,7 +364,8 @@ def _run_validate(args: argparse.Namespace) -> int:
     harness_api()  # patches are applied with the harness's commands: a missing swebench is one line now
     if is_mining_output(args.out):
         raise UserError(f"--out {args.out} is a mining output; validate into a folder of its own")
-    instances, mined, source = load_input(args.input, args.instance_ids)
+    rows = load_input(args.input, args.instance_ids)
+    source = rows.source
     local = Path(source["path"]) if source and source.get("kind") == "local" else None
     options = BackendOptions(
         cache_dir=args.cache_dir.resolve(),
@@ -379,7 +380,7 @@ def _run_validate(args: argparse.Namespace) -> int:
     )
     hold_folder(args.out, "validation")
     summary = validate(
-        instances,
+        rows,
         args.out,
         options,
         input_name=str(args.input.resolve()),
@@ -387,7 +388,7 @@ def _run_validate(args: argparse.Namespace) -> int:
         max_rows=args.max_rows,
         workers=args.workers,
         engine=args.engine,
-        derive_version=mined,
+        derive_version=rows.mined,
         local_source=None if args.clones else local,
         progress=not args.quiet,
     )

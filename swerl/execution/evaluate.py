@@ -229,6 +229,8 @@ def _judge(
     report = run.report
     tests = report.get("tests_status", {})
     row: dict[str, Any] = {"instance_id": inst.instance_id, "plan": run.plan.source, "tests_status": tests}
+    if run.veto is not None:  # passes of the log that the test-outcome witness denies
+        row["witness_veto"] = run.veto
     gold = pred.get("model_name_or_path") == "gold"
     if not report.get("patch_successfully_applied"):
         # The tests ran and gave no results the harness accepts. When they said why (an import that
@@ -263,7 +265,9 @@ def _judge(
     lenient = report["resolved"] or (
         bool(known)
         and not undecidable
-        and grade_log(inst, run.plan, patch, str(logs / "test_output.txt"), frozenset(known))["resolved"]
+        and run.confirm(grade_log(inst, run.plan, patch, str(logs / "test_output.txt"), frozenset(known)))[
+            "resolved"
+        ]
     )
     return {
         **row,

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from swerl.execution import witness
 from swerl.execution.base import TestRun, parse_pytest_report, test_files
 from swerl.execution.envs import BUILTIN_SPECS, EnvManager, TestEnv, code_paths, load_env_specs
 from swerl.execution.harness import (
@@ -250,6 +251,18 @@ class EvalRun:
     applied: bool
     """Whether the patch applied (the report's `patch_successfully_applied` also fails for a run
     without results)."""
+    instance: Instance | None = None
+    witness: witness.Witness | None = None
+    """What the witness recorded; None where the test command is not pytest's (`witness.witnessed`)
+    or no test ran."""
+    veto: str | None = None
+    """Why the witness vetoed passes of the log (already applied to `report`), else None."""
+
+    def confirm(self, report: dict[str, Any]) -> dict[str, Any]:
+        """Another grading of this run's log (one that leaves tests out) with the witness's veto applied."""
+        if self.witness is None or self.instance is None:
+            return report
+        return witness.confirm(self.instance, self.plan, report, self.witness)[0]
 
 
 @dataclass
@@ -339,6 +352,7 @@ class LocalBackend:
         lines = [
             f"[swerl] {instance.instance_id}: local harness, swebench {api.version}, plan from {plan.source}"
         ]
+        seen: witness.Witness | None = None
         with self._fresh_tree(instance) as (env, tree, scratch):
             lines.append(f"[swerl] python {env.python}, tree {tree}")
             applied, said = apply_patch(tree, patch or "", scratch / "model.diff")
@@ -347,7 +361,9 @@ class LocalBackend:
                 reset_files(tree, instance.base_commit, plan.reset_files)
                 test_applied, said = apply_patch(tree, instance.test_patch, scratch / "test.diff")
                 lines.append(said if test_applied else f"[swerl] the test patch does not apply:\n{said}")
-                code, output, timed_out = self._run(env, tree, scratch, plan.test_cmd)
+                watched = scratch / "witness.jsonl" if witness.witnessed(plan.test_cmd) else None
+                code, output, timed_out = self._run(env, tree, scratch, plan.test_cmd, watched)
+                seen = witness.read(watched) if watched is not None else None
                 lines += [f": '{START}'", output.rstrip("\n"), f": '{END}'", f"{api.TEST_EXIT_CODE}: {code}"]
                 if timed_out:
                     lines.append(f"{api.TESTS_TIMEOUT}: {self.timeout_s:g} s")
@@ -355,18 +371,50 @@ class LocalBackend:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text(log, encoding="utf-8")
         report = grade_log(instance, plan, patch, str(log_path))
-        return EvalRun(log, report, status_map(instance, plan, str(log_path)), plan, applied)
+        veto = None
+        if seen is not None:
+            report, veto = witness.confirm(instance, plan, report, seen)
+        if veto is not None:  # after the harness's markers: no parser reads it as a test's status
+            log += f"[swerl] witness veto: {veto}\n"
+            log_path.write_text(log, encoding="utf-8")
+        statuses = status_map(instance, plan, str(log_path))
+        return EvalRun(log, report, statuses, plan, applied, instance, seen, veto)
 
-    def _run(self, env: TestEnv, tree: Path, scratch: Path, script: str) -> tuple[int, str, bool]:
-        """Run shell lines in the tree, sandboxed: (exit status, output, timed out).
+    def _run(
+        self, env: TestEnv, tree: Path, scratch: Path, script: str, witness_log: Path | None = None
+    ) -> tuple[int, str, bool]:
+        """Run shell lines in the tree, sandboxed: (exit status, output, timed out). With `witness_log`,
+        pytest loads the witness (`witness.py`), which appends its records there through a descriptor
+        the sandbox inherits: the file itself stays outside.
 
         The mirror stays outside: the tree's repository holds the base commit by itself (`checkout`),
         so code that calls git at import time (versioneer's `_version.py`) still finds a repository,
         and nothing in the sandbox leads to a later commit."""
         bin_dir = _shims(scratch / "bin", env.python)
         test_env = _test_env(tree, bin_dir, env)
-        if self._bwrap is None:
-            return _spawn(self._argv(env, script), tree, test_env, self.timeout_s)
+        ro_paths, fds = [bin_dir], []
+        with contextlib.ExitStack() as stack:
+            if witness_log is not None:
+                plugin_dir = witness.install(scratch / "plugin")
+                fd = os.open(witness_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
+                stack.callback(os.close, fd)
+                test_env.update(witness.sandbox_env(plugin_dir, fd, test_env.get("PYTHONPATH")))
+                ro_paths.append(plugin_dir)
+                fds.append(fd)
+            if self._bwrap is None:
+                return _spawn(self._argv(env, script), tree, test_env, self.timeout_s, tuple(fds))
+            return self._run_bwrap(self._bwrap, env, tree, script, test_env, ro_paths, fds)
+
+    def _run_bwrap(
+        self,
+        bwrap: str,
+        env: TestEnv,
+        tree: Path,
+        script: str,
+        test_env: dict[str, str],
+        ro_paths: list[Path],
+        fds: list[int],
+    ) -> tuple[int, str, bool]:
         # The first line inside the sandbox writes to a pipe of ours: a run that wrote nothing there never
         # started (a path to bind that is missing, no namespaces), which is the machinery's failure, not a
         # test log. (bubblewrap's own --info-fd is written before its mounts, so it cannot tell.)
@@ -374,8 +422,8 @@ class LocalBackend:
         try:
             started_line = f"printf started >&{write_end}; exec {write_end}>&-\n"
             argv = self._argv(env, started_line + script)
-            cmd = bwrap_command(self._bwrap, env.python, tree, argv, test_env, [bin_dir])
-            code, out, timed_out = _spawn(cmd, tree, None, self.timeout_s, pass_fds=(write_end,))
+            cmd = bwrap_command(bwrap, env.python, tree, argv, test_env, ro_paths)
+            code, out, timed_out = _spawn(cmd, tree, None, self.timeout_s, pass_fds=(write_end, *fds))
             os.close(write_end)
             write_end = -1
             os.set_blocking(read_end, False)

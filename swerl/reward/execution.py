@@ -21,8 +21,10 @@ Unexploitable. Before the run, the answer's changes to files that decide how tes
 test files (under tests/, test/ or testing/, test_*.py, *_test.py), conftest.py, pytest's configuration
 (pytest.ini, .pytest.ini, tox.ini, setup.cfg, pyproject.toml), interpreter start-up hooks
 (sitecustomize.py, usercustomize.py, *.pth) and new modules that would shadow the test runner (pytest,
-_pytest, py, pluggy). The harness then resets the test patch's files and grades by name, so an answer
-that only changes how the tests run scores 0; the dropped paths are listed in the result.
+_pytest, py, pluggy, swerl_witness). The harness then resets the test patch's files and grades by name,
+so an answer that only changes how the tests run scores 0; the dropped paths are listed in the result.
+Code that rewrites pytest's outcomes from inside its process is met by the backend's test-outcome
+witness (`swerl.execution.witness`): a pass it does not confirm is vetoed (`witness_veto`).
 
 Where the tests run (`engine`): `threads` runs a group's distinct patches on this machine, `workers` at
 a time (each run is a sandboxed process, so threads suffice); `ray` makes each one a Ray task that asks
@@ -57,6 +59,7 @@ from swerl.edit_format import (
     patch_paths,
 )
 from swerl.errors import UserError
+from swerl.execution import witness
 from swerl.execution.harness import eval_plan, harness_api
 from swerl.execution.instances import Instance, instance_from_row
 from swerl.git import GitError
@@ -76,7 +79,9 @@ _RUNNER_FILES = frozenset(
     {"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"}
     | {"sitecustomize.py", "usercustomize.py"}
 )
-_RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "sitecustomize", "usercustomize"})
+_RUNNER_MODULES = frozenset(
+    {"pytest", "_pytest", "py", "pluggy", "sitecustomize", "usercustomize", witness.PLUGIN}
+)
 
 
 def guarded_path(path: str, added: bool = False) -> bool:
@@ -308,6 +313,9 @@ class ExecutionReward:
         reward = 0.0
         if self.shaping == "fail_to_pass" and not tests.get("PASS_TO_PASS", {}).get("failure"):
             reward = passed / listed
+        veto = report.get("witness_veto")  # passes the log claims and the test-outcome witness denies
+        if veto:
+            return ExecutionResult(reward, "unresolved", "witness_veto", str(veto)[:300], (passed, listed))
         return ExecutionResult(reward, "unresolved", fail_to_pass=(passed, listed))
 
     def score_group(self, instance: Instance, patches: Sequence[str | FormatError]) -> list[ExecutionResult]:
@@ -338,9 +346,10 @@ class ExecutionReward:
 
     def _on_ray(self, instance: Instance, patches: Sequence[str]) -> list[ExecutionResult]:
         """`score_patch` of each patch as a Ray task, all submitted at once; a task that Ray itself lost
-        (its worker or node died, after Ray's own retries) is an infrastructure error, never a verdict."""
+        (its worker or node died) is run again `retries` times, as any infrastructure failure is (rather
+        than Ray's default of 3), then is an infrastructure error, never a verdict."""
         ray, _ = connect(self.workers, "the ray execution engine")
-        remote = _ray_task(ray)
+        remote = _ray_task(ray).options(max_retries=max(0, self.retries))
         options = (self.backend, self.shaping, self.retries, self.log_dir)
         refs = [remote.remote(options, instance, patch, self._counter.next() - 1) for patch in patches]
         results = []

@@ -8,7 +8,7 @@ re-tokenizing does not give them back (a BPE tokenizer may merge the same text d
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -98,3 +98,21 @@ class RolloutEngine(Protocol):
     def close(self) -> None:
         """Release what the engine holds (GPU memory, server connections, child processes)."""
         ...
+
+
+def generate_groups(
+    engine: RolloutEngine, prompts: Sequence[Sequence[int]], params: SamplingParams
+) -> Iterator[tuple[int, list[Completion]]]:
+    """`(i, prompt i's n completions)` as each group is complete, in whatever order they finish.
+
+    An engine that produces groups incrementally says so with a `generate_groups` method of this
+    signature (the transformers engine yields each sub-batch, the OpenAI client each answered request),
+    so the caller can work on finished groups while the rest are sampled. Every other engine falls back to
+    one `generate` call, whose groups then all arrive at its end. Either way the groups are the ones
+    `generate` returns for the same arguments and seed.
+    """
+    incremental = getattr(engine, "generate_groups", None)
+    if incremental is not None:
+        yield from incremental(prompts, params)
+    else:
+        yield from enumerate(engine.generate(prompts, params))

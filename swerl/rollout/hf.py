@@ -20,7 +20,7 @@ length-sorting of prompts or the padding.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -68,28 +68,38 @@ class HFEngine:
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[list[Completion]]:
         """`params.n` completions per prompt, grouped by prompt, in the order of `prompts`."""
+        results: list[list[Completion]] = [[] for _ in prompts]
+        for i, completions in self.generate_groups(prompts, params):
+            results[i] = completions
+        return results
+
+    def generate_groups(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams
+    ) -> Iterator[tuple[int, list[Completion]]]:
+        """`(i, prompt i's completions)` one decoding batch at a time, in the length-sorted batch order.
+
+        The seed is drawn before the first batch, so the groups equal `generate`'s; inference mode is
+        entered per batch rather than around the yields, so it never leaks into the caller's code.
+        """
         prompt_lists = [[int(t) for t in p] for p in prompts]
         if any(not p for p in prompt_lists):
             raise ValueError("every prompt needs at least one token")
         base_seed = params.seed if params.seed is not None else int(torch.randint(0, 2**62, ()).item())
         order = sorted(range(len(prompt_lists)), key=lambda i: len(prompt_lists[i]))
         per_batch = max(1, self.batch_size // params.n)
-        results: list[list[Completion]] = [[] for _ in prompt_lists]
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode():
-                for start in range(0, len(order), per_batch):
-                    indices = order[start : start + per_batch]
+            for start in range(0, len(order), per_batch):
+                indices = order[start : start + per_batch]
+                with torch.inference_mode():
                     batch = self._generate_batch(
                         [prompt_lists[i] for i in indices], indices, params, base_seed
                     )
-                    for i, completions in zip(indices, batch, strict=True):
-                        results[i] = completions
+                yield from zip(indices, batch, strict=True)
         finally:
             if was_training:
                 self.model.train()
-        return results
 
     def sync_weights(self, model: Any) -> None:
         """No-op when `model` is the engine's own module (colocated: they share parameters).

@@ -33,8 +33,9 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from itertools import accumulate
 from typing import Any, Literal, TypeVar
 
 from swerl.errors import UserError
@@ -256,6 +257,29 @@ def map_in_threads(fn: Callable[[_T], _R], items: Sequence[_T], max_concurrency:
             raise
 
 
+def completed_in_threads(
+    fn: Callable[[_T], _R], items: Sequence[_T], max_concurrency: int
+) -> Iterator[tuple[int, _R]]:
+    """`(i, fn(items[i]))` for every item as each call returns, up to `max_concurrency` in flight.
+
+    The first failure to happen is raised once the calls in flight have ended; the calls not started yet
+    are cancelled, also when the caller stops iterating early. One item runs inline, as in
+    `map_in_threads`.
+    """
+    if len(items) <= 1:
+        for i, item in enumerate(items):
+            yield i, fn(item)
+        return
+    with ThreadPoolExecutor(max_workers=max(1, min(max_concurrency, len(items)))) as pool:
+        futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+
 def detect_protocol(base_url: str, **retry: Any) -> Literal["vllm", "openai"]:
     """ "vllm" when the server at `base_url` (e.g. `http://h:8000/v1`) is vLLM, else "openai".
 
@@ -376,16 +400,31 @@ class OpenAIEngine(_JsonClient):
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[list[Completion]]:
         """`params.n` completions per prompt, grouped and in input order, however the requests were split."""
-        if self.resolved_protocol() == "openai":
-            return map_in_threads(
-                lambda p: self._generate_plain(p, params), list(prompts), self.max_concurrency
-            )
-        chunks = [
-            list(prompts[i : i + self.prompts_per_request])
-            for i in range(0, len(prompts), self.prompts_per_request)
-        ]
+        send, requests = self._requests(prompts, params)
+        answers = map_in_threads(send, requests, self.max_concurrency)
+        return [group for answered in answers for group in answered]
 
-        def run(chunk: list[Sequence[int]]) -> list[list[Completion]]:
+    def generate_groups(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams
+    ) -> Iterator[tuple[int, list[Completion]]]:
+        """`(i, prompt i's completions)` as each request is answered: the requests and their bodies are
+        `generate`'s, so the groups are too; only the order in which they arrive differs."""
+        send, requests = self._requests(prompts, params)
+        starts = list(accumulate((len(chunk) for chunk in requests), initial=0))
+        for r, answered in completed_in_threads(send, requests, self.max_concurrency):
+            yield from enumerate(answered, start=starts[r])
+
+    def _requests(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams
+    ) -> tuple[Callable[[list[Sequence[int]]], list[list[Completion]]], list[list[Sequence[int]]]]:
+        """The function that sends one request and the requests' prompts: runs of `prompts_per_request`
+        prompts (one each in the plain protocol), each answered with its prompts' groups in order."""
+        if self.resolved_protocol() == "openai":
+            return (lambda one: [self._generate_plain(one[0], params)]), [[p] for p in prompts]
+        per_request = self.prompts_per_request
+        chunks = [list(prompts[i : i + per_request]) for i in range(0, len(prompts), per_request)]
+
+        def send(chunk: list[Sequence[int]]) -> list[list[Completion]]:
             body = completion_request_body(self.model, chunk, params, self.extra_body)
             try:
                 return parse_completion_response(self._post(body), chunk, params.n)
@@ -398,8 +437,7 @@ class OpenAIEngine(_JsonClient):
                     ) from err
                 raise
 
-        results = map_in_threads(run, chunks, self.max_concurrency)
-        return [group for chunk_groups in results for group in chunk_groups]
+        return send, chunks
 
     def _generate_plain(self, prompt_ids: Sequence[int], params: SamplingParams) -> list[Completion]:
         """`params.n` text completions of one prompt. Servers that ignore `n` (`transformers serve`) answer

@@ -266,6 +266,11 @@ class GRPOConfig(TrainConfig):
         execution_offline: never contact GitHub.
         execution_isolation: "bwrap" (tests in bubblewrap) or "none" (unprotected, for machines without it).
         execution_timeout_s: wall clock of one test run; past it the run is an infrastructure error.
+        overlap_rewards: score each group on a background thread as soon as the rollout engine has it,
+            while the rest of the batch is sampled. `rollout_engine: hf` hands over each decoding batch
+            (generation_batch_size sequences), so the rewards of one batch run while the next generates;
+            "vllm" and "vllm_server" answer the whole batch at once, so there rewards start when
+            generation ends, as with false. The rewards, and so the run, are the same either way.
         eval_temperature: sampling temperature for held-out evaluation (0 = greedy).
         generation_batch_size: sequences (prompts x G) the transformers engine decodes together.
         rollout_engine: "hf" (transformers generate in the training process), "vllm" (vLLM colocated in
@@ -309,6 +314,7 @@ class GRPOConfig(TrainConfig):
     execution_offline: bool = False
     execution_isolation: Literal["bwrap", "none"] = "bwrap"
     execution_timeout_s: PositiveInt = 1800
+    overlap_rewards: bool = True
     eval_temperature: NonNegativeFloat = 0.0
     generation_batch_size: PositiveInt = 64
     rollout_engine: Literal["hf", "vllm", "vllm_server"] = "hf"

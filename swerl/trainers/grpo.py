@@ -3,7 +3,8 @@
 One step, top to bottom (`GRPOTrainer.train_step`):
 
 1. rollout   — this rank's share of the prompts, G answers each (a group never spans ranks);
-2. reward    — each group scored together (the oracle diff is computed once per group), plus DAPO's soft
+2. reward    — each group scored together (the oracle diff is computed once per group), on a background
+               thread while the next groups generate (`overlap_rewards`), plus DAPO's soft
                overlong penalty when configured; under dynamic sampling, rounds 1-2 repeat with fresh
                prompts until every rank holds its share of groups whose rewards differ (bounded rounds);
 3. advantage — (r - group mean) / (group std + eps), on the *global* rewards so "batch" scaling and the
@@ -44,7 +45,7 @@ from swerl.errors import UserError
 from swerl.learner import Learner
 from swerl.learner.dist import all_gather_floats, all_reduce
 from swerl.learner.learner import AdaptersOff, FrozenModel
-from swerl.rollout.base import SamplingParams
+from swerl.rollout.base import SamplingParams, generate_groups
 from swerl.trainers.common import (
     PackedBatch,
     copy_model,
@@ -55,7 +56,7 @@ from swerl.trainers.common import (
 from swerl.trainers.config import GRPOConfig
 from swerl.trainers.data import EpochSampler, Example, rank_slice
 from swerl.trainers.loop import TrainLoop, build_engine, load_run, load_run_tokenizer, pad_id, write_config
-from swerl.trainers.rewards import GroupReward
+from swerl.trainers.rewards import BackgroundRewards, GroupReward
 
 
 @dataclass
@@ -72,6 +73,7 @@ class Rollout:
     first: Rollout | None = None
     generate_seconds: float = 0.0
     reward_seconds: float = 0.0
+    reward_wait_seconds: float = 0.0
 
     def extend(self, other: Rollout, groups: Sequence[int], g: int) -> None:
         """Append groups `groups` (indices into `other`'s groups of size g)."""
@@ -193,6 +195,7 @@ class GRPOTrainer(TrainLoop):
                 "step_time": t_train - t0,
                 "time/generate": roll.generate_seconds,
                 "time/reward": roll.reward_seconds,
+                "time/reward_wait": roll.reward_wait_seconds,
                 "time/train": t_train - t_reward,
                 "tokens_per_second": float(step_tokens) / (t_train - t0),
             }
@@ -216,6 +219,7 @@ class GRPOTrainer(TrainLoop):
             out.rounds += 1
             out.generate_seconds += this.generate_seconds
             out.reward_seconds += this.reward_seconds
+            out.reward_wait_seconds += this.reward_wait_seconds
             if out.first is None:
                 out.first = this
             if not cfg.dynamic_sampling:
@@ -228,14 +232,32 @@ class GRPOTrainer(TrainLoop):
                 return out
 
     def sample_round(self, examples: list[Example]) -> Rollout:
-        """G answers per example, scored; rewards carry the soft overlong penalty when it is on."""
+        """G answers per example, scored; rewards carry the soft overlong penalty when it is on.
+
+        With `overlap_rewards` each group is scored on a background thread as soon as the engine has it,
+        while the rest are sampled; the results are the sequential path's, in the same group order.
+        """
         cfg = self.config
+        prompts = [e.prompt_ids for e in examples]
         t0 = time.perf_counter()
-        groups = self.generate([e.prompt_ids for e in examples])
-        t1 = time.perf_counter()
-        results = [
-            r for example, group in zip(examples, groups, strict=True) for r in self.reward_fn(example, group)
-        ]
+        if cfg.overlap_rewards:
+            with BackgroundRewards(self.reward_fn) as scorer:
+                groups: list[list[Any]] = [[] for _ in examples]
+                with self.sampling():
+                    for k, group in generate_groups(self.engine, prompts, self.sampling_params()):
+                        groups[k] = group
+                        scorer.submit(k, examples[k], group)
+                t1 = time.perf_counter()
+                # A failed reward is raised here, after generation: every rank has then ended the round's
+                # collective sampling, as in the sequential path.
+                scored = scorer.results()
+            reward_seconds = scorer.busy_seconds
+        else:
+            groups = self.generate(prompts)
+            t1 = time.perf_counter()
+            scored = [self.reward_fn(e, group) for e, group in zip(examples, groups, strict=True)]
+            reward_seconds = time.perf_counter() - t1
+        results = [r for group in scored for r in group]
         completions = [c for group in groups for c in group]
         rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)
         if cfg.overlong_buffer_length and completions:
@@ -249,23 +271,27 @@ class GRPOTrainer(TrainLoop):
             results,
             _without_infra_errors(rewards.tolist(), results, cfg.num_generations),
             generate_seconds=t1 - t0,
-            reward_seconds=time.perf_counter() - t1,
+            reward_seconds=reward_seconds,
+            reward_wait_seconds=time.perf_counter() - t1,
         )
 
-    def generate(self, prompts: list[list[int]]) -> list[list[Any]]:
-        """G completions per prompt from the current weights (gathered first under ZeRO-3)."""
+    def sampling_params(self) -> SamplingParams:
+        """The config's sampling settings, G answers per prompt."""
         cfg = self.config
-        params = SamplingParams.from_known(
+        return SamplingParams.from_known(
             n=cfg.num_generations,
             max_new_tokens=cfg.max_completion_length,
             temperature=cfg.temperature,
             top_p=cfg.top_p,
             top_k=cfg.top_k or 0,
         )
+
+    def generate(self, prompts: list[list[int]]) -> list[list[Any]]:
+        """G completions per prompt from the current weights (gathered first under ZeRO-3)."""
         # Called even with nothing to sample: gathering weights (ZeRO-3, transformers engine) and a
         # tensor-parallel vLLM group's prompt gather are collective.
         with self.sampling():
-            return self.engine.generate(prompts, params)
+            return self.engine.generate(prompts, self.sampling_params())
 
     def update(self, batch: PackedBatch | None) -> dict[str, float]:
         """mu optimizer steps on one rollout batch; returns loss, kl, entropy, clip ratios, grad norm."""

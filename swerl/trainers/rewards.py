@@ -7,9 +7,13 @@ A reward function takes the example and the group's completions and returns one 
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from swerl.edit_format import FormatError
@@ -98,6 +102,59 @@ def _as_result(verdict: ExecutionResult) -> RewardResult:
         kind="execution",
         outcome=verdict.kind,
     )
+
+
+class BackgroundRewards:
+    """Scores groups on one background thread while the caller goes on sampling the next ones.
+
+    Groups are scored one at a time in the order they are handed in (an execution reward already runs a
+    group's answers in parallel, on `execution_workers`), each by the same call the sequential path makes,
+    so the results are the same. The thread runs the reward function only: nothing collective (no
+    torch.distributed call, no parameter gather), since the ranks' reward work differs. After the first
+    failure the groups still queued are skipped; `results` raises it. Use as a context manager: leaving
+    it cancels what has not started and waits for the group being scored.
+    """
+
+    def __init__(self, reward_fn: GroupReward) -> None:
+        self.reward_fn = reward_fn
+        self.busy_seconds = 0.0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swerl-reward")
+        self._futures: dict[int, Future[list[RewardResult]]] = {}
+        self._failed = threading.Event()
+
+    def submit(self, index: int, example: Example, completions: Sequence[Any]) -> None:
+        """Queue group `index` (its position in the round) for scoring."""
+        self._futures[index] = self._pool.submit(self._score, example, completions)
+
+    def _score(self, example: Example, completions: Sequence[Any]) -> list[RewardResult]:
+        if self._failed.is_set():
+            return []  # never read: `results` raises the earlier failure first
+        t0 = time.perf_counter()
+        try:
+            return self.reward_fn(example, completions)
+        except BaseException:
+            self._failed.set()
+            raise
+        finally:
+            self.busy_seconds += time.perf_counter() - t0
+
+    def results(self) -> list[list[RewardResult]]:
+        """Every group's results by index (0..n-1, each submitted once), once all are scored; the first
+        failure in scoring order is raised instead."""
+        for future in list(self._futures.values()):  # scoring order: a failure is met before any skip
+            future.result()
+        return [self._futures[k].result() for k in range(len(self._futures))]
+
+    def __enter__(self) -> BackgroundRewards:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def build_reward(config: GRPOConfig) -> GroupReward:
