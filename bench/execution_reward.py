@@ -32,7 +32,7 @@ def floor_seconds(backend: LocalBackend, instance: Instance) -> float:
         assert apply_patch(tree, instance.patch, scratch / "gold.diff")[0]
         reset_files(tree, instance.base_commit, plan.reset_files)
         assert apply_patch(tree, instance.test_patch, scratch / "test.diff")[0]
-        test_env = _test_env(tree, _shims(scratch / "bin", env.python), installed=env.testbed is not None)
+        test_env = _test_env(tree, _shims(scratch / "bin", env.python), env)
         start = time.perf_counter()
         subprocess.run(
             ["bash", "-c", plan.test_cmd], cwd=tree, env=test_env, capture_output=True, check=False

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import subprocess
 import sys
 import tempfile
@@ -28,9 +27,7 @@ from swerl.execution.instances import Instance
 from swerl.execution.local import LocalBackend
 from swerl.execution.recipes import recipe_from_json
 from swerl.git.clones import RepoCache
-
-TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
-"""Test modules (a conftest.py or a helper holds no tests to run)."""
+from swerl.path_kinds import is_test_module
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -53,7 +50,7 @@ def base_commits(mirror: Path, years: list[int]) -> list[tuple[str, str, list[st
     commits = []
     for chunk in filter(None, log.split("\0")):
         head, *names = chunk.strip().splitlines()
-        tests = [n for n in names if TEST_FILE.search(n)]
+        tests = [n for n in names if is_test_module(n)]
         if tests:
             sha, date = head.split()
             commits.append((sha, date, tests))

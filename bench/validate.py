@@ -66,9 +66,7 @@ def bare_seconds(backend: LocalBackend, instance: Instance, repeats: int) -> flo
                 # A temporary directory of its own, as the sandbox's private /tmp: pytest would otherwise
                 # prune other jobs' leftovers in the shared /tmp/pytest-of-USER.
                 (scratch / "tmp").mkdir()
-                test_env = _test_env(
-                    tree, _shims(scratch / "bin", env.python), installed=env.testbed is not None
-                )
+                test_env = _test_env(tree, _shims(scratch / "bin", env.python), env)
                 test_env["TMPDIR"] = str(scratch / "tmp")
                 start = time.perf_counter()
                 subprocess.run(

@@ -286,6 +286,35 @@ def test_a_pytest_that_cannot_start_is_an_error_not_a_run_without_tests(tmp_path
     assert "shadowed by the repository" in run.log
 
 
+LOCALE_TESTS = {
+    "tests/test_locale.py": "import os\n\n"
+    "if (os.environ.get('LANG'), [k for k in os.environ if k.startswith('LC_')]) != ('C.UTF-8', []):\n"
+    "    raise ImportError(f\"no UTF-8 locale: LANG={os.environ.get('LANG')}\")\n\n\n"
+    "def test_locale():\n    pass\n"
+}
+
+
+def test_inferred_environments_have_a_utf8_locale_and_a_fixed_interpreter_has_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Python 3.6 does not coerce the C locale: an inferred environment sets C.UTF-8 for its collection
+    # check and its runs alike, whatever the caller's locale; a fixed interpreter gets no locale.
+    monkeypatch.setenv("LANG", "POSIX")
+    monkeypatch.setenv("LC_ALL", "POSIX")
+    instance = _git_repo(tmp_path / "clones", "acme/locale", LOCALE_TESTS)
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    backend = LocalBackend(repos, EnvManager(tmp_path / "envs"), isolation=ISOLATION, timeout_s=60)
+    with caplog.at_level("WARNING"):
+        run = backend.run_tests(instance, ["tests/test_locale.py"])
+    assert run.results == {"tests/test_locale.py::test_locale": "PASSED"}, run.log
+    assert "no recipe collected" not in caplog.text
+    fixed = EnvManager(tmp_path / "envs", python=sys.executable)
+    run = LocalBackend(repos, fixed, isolation=ISOLATION, timeout_s=60).run_tests(
+        instance, ["tests/test_locale.py"]
+    )
+    assert run.results == {"tests/test_locale.py": "ERROR"} and "no UTF-8 locale: LANG=None" in run.log
+
+
 def test_limits_must_be_positive() -> None:
     with pytest.raises(ValueError, match="memory_mb must be positive"):
         RunLimits(memory_mb=0)
@@ -767,14 +796,16 @@ def test_concurrent_builders_build_once_and_a_killed_build_is_rebuilt(
 def test_tests_see_the_harness_environment_and_nothing_of_ours(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No PYTHONHASHSEED (sympy turns hash randomisation off when it is set), no token of ours."""
+    """No PYTHONHASHSEED (sympy turns hash randomisation off when it is set), no token of ours; the
+    locale of an inferred environment (this one), so that Python coerces none."""
     monkeypatch.setenv("SWERL_TEST_SECRET", "leaked")
     probe = (
         "import os, sys\n\n\ndef test_env():\n"
         "    assert sys.flags.hash_randomization == 1\n"
         "    names = {n for n in os.environ if not n.startswith('PYTEST_')}\n"
-        "    names -= {'PWD', 'SHLVL', '_', 'LC_CTYPE'}  # bash's own, and Python's locale coercion\n"
-        "    assert names == {'PATH', 'HOME', 'PYTHONPATH'}, sorted(names)\n"
+        "    names -= {'PWD', 'SHLVL', '_'}  # bash's own\n"
+        "    assert names == {'PATH', 'HOME', 'PYTHONPATH', 'LANG'}, sorted(names)\n"
+        "    assert os.environ['LANG'] == 'C.UTF-8'\n"
     )
     instance = _git_repo(tmp_path / "clones", "acme/plain", {"tests/test_env.py": probe})
     repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)

@@ -29,6 +29,7 @@ from swerl.execution.recipes import (
     collect_targets,
     cutoff_of,
     pytest_requirement,
+    pytest_without,
     read_declarations,
     recipe_from_json,
     recipes_for,
@@ -162,6 +163,53 @@ def test_requires_python_that_nothing_here_satisfies_is_a_one_line_error(tmp_pat
 )
 def test_pytest_of_the_date_within_what_the_python_runs(python: str, when: dt.date, expected: str) -> None:
     assert pytest_requirement(python, when) == expected
+
+
+@pytest.mark.parametrize(
+    ("python", "when", "shadows", "expected"),
+    [
+        # more-itertools of 2016: pytest 4.6 imports it; 6.1 is the first line that no longer does.
+        ("3.6", dt.date(2016, 11, 5), ("more_itertools",), "pytest>=6.1,<6.2"),
+        # six of 2020: 5.0 dropped it, and 5.0 to 5.3 came out by then.
+        ("3.8", dt.date(2020, 1, 8), ("six",), "pytest>=5.0,<5.4"),
+        # iniconfig of 2021: every line since 6.0 needs it; the newest before that.
+        ("3.8", dt.date(2021, 1, 5), ("iniconfig",), "pytest>=5.4,<6.0"),
+        # tomli is needed below 3.11 only.
+        ("3.12", dt.date(2023, 12, 1), ("tomli",), "pytest>=7.3,<8.0"),
+        ("3.10", dt.date(2023, 12, 1), ("tomli",), "pytest>=6.2.5,<7.0"),
+        # attrs: 7.3 (Python 3.7 and later) is the first line without it; 3.6 runs none, so the date's.
+        ("3.7", dt.date(2015, 7, 22), ("attr",), "pytest>=7.3,<7.4"),
+        ("3.6", dt.date(2015, 7, 22), ("attr",), "pytest>=4.6,<5.0"),
+        # pluggy: every line needs it.
+        ("3.8", dt.date(2020, 1, 8), ("pluggy",), "pytest>=4.6,<5.4"),
+    ],
+)
+def test_a_tree_that_is_a_pytest_dependency_gets_a_pytest_that_does_not_import_it(
+    python: str, when: dt.date, shadows: tuple[str, ...], expected: str
+) -> None:
+    assert pytest_requirement(python, when, shadows) == expected
+    # Where every line requires the module, pytest_without says so and the date's line is kept.
+    unavoidable = shadows == ("pluggy",) or (python, shadows) == ("3.6", ("attr",))
+    assert pytest_without(python, when, shadows) == ("" if unavoidable else expected)
+
+
+def test_a_dependency_of_pytest_is_found_in_the_tree_and_may_change_the_python(tmp_path: Path) -> None:
+    classifiers = '["Programming Language :: Python :: 3.5"]'
+    setup = f'from setuptools import setup\nsetup(name="attrs", classifiers={classifiers})\n'
+    attrs = _tree(tmp_path / "attrs", {"setup.py": setup, "src/attr/__init__.py": "", "tests/test_a.py": ""})
+    assert read_declarations(attrs).shadows == ("attr",)
+    # 3.6 (the next newer Python than the listed 3.5) runs no pytest without attrs: 3.7 and pytest 7.3.
+    recipes = recipes_for(attrs, dt.date(2015, 7, 22), ALL)
+    assert {(r.python, r.pytest) for r in recipes if r.cutoff} == {("3.7", "pytest>=7.3,<7.4")}
+    six = _tree(
+        tmp_path / "six", {"setup.py": setup.replace("attrs", "six"), "six.py": "", "test_six.py": ""}
+    )
+    assert read_declarations(six).shadows == ("six",)
+    assert recipes_for(six, dt.date(2017, 9, 17), ALL)[0].pytest == "pytest>=5.0,<5.4"
+    # A module of that name deeper in the tree is no top-level module: it shadows nothing.
+    plain = _tree(tmp_path / "plain", {"setup.py": setup, "pkg/six.py": "", "pkg/__init__.py": ""})
+    assert read_declarations(plain).shadows == ()
+    assert recipes_for(plain, dt.date(2017, 9, 17), ALL)[0].pytest == "pytest>=4.6,<5.0"
 
 
 def test_row_dates_cutoffs_and_recorded_recipes(tmp_path: Path) -> None:

@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentless.localize.elements import element_bm25
-from agentless.localize.index import RepoIndex, is_peripheral_path, is_source, is_test_path
+from agentless.localize.index import RepoIndex, is_peripheral_path, is_source
 from agentless.localize.signals import IssueSignals, extract_signals, issue_title
+from swerl.path_kinds import is_test_path
 from swerl.retrieval.answers import paths_in_answer
 from swerl.retrieval.bm25 import bm25_scores, doc_stats, terms
 

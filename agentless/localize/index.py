@@ -23,6 +23,7 @@ from pathlib import Path
 
 from swerl.git import repo_slug
 from swerl.git.clones import RepoCache
+from swerl.path_kinds import is_vendored_path
 from swerl.retrieval.bm25 import doc_stats
 
 SOURCE_SUFFIXES = (".py", ".pyx", ".pyi")
@@ -56,21 +57,6 @@ def is_source(path: str) -> bool:
     return path.endswith(SOURCE_SUFFIXES)
 
 
-def is_test_path(path: str) -> bool:
-    """Test files: SWE-bench gold patches never change them, so ranking demotes them."""
-    parts = path.split("/")
-    name = parts[-1]
-    return (
-        any(p in ("tests", "test", "testing") for p in parts[:-1])
-        or name.startswith("test_")
-        or name.endswith("_test.py")
-        or name == "conftest.py"
-    )
-
-
-VENDORED_DIRS = frozenset(
-    {"vendor", "_vendor", "vendored", "third_party", "thirdparty", "extern", "externals"}
-)
 AUXILIARY_DIRS = frozenset({"doc", "docs", "examples", "example", "benchmarks", "bench", "scripts", "tools"})
 METADATA_FILES = frozenset(
     {"setup.py", "conftest.py", "__pkginfo__.py", "_version.py", "version.py", "noxfile.py"}
@@ -79,15 +65,14 @@ METADATA_FILES = frozenset(
 
 def is_peripheral_path(path: str) -> bool:
     """Files a fix rarely lands in although they match an issue's words: vendored copies of other
-    projects (`requests/packages/urllib3`, `_vendor/`), documentation and examples, packaging metadata.
-
-    `packages/` counts as vendored only inside a package (`requests/packages/`), not at the top, where it
-    is how monorepos lay out their own code.
+    projects (`requests/packages/urllib3`, `_vendor/`: the core's `is_vendored_path`, with `packages/`
+    inside a package since only Python is ranked here), documentation and examples, packaging metadata.
     """
     parts = path.split("/")
     dirs, name = parts[:-1], parts[-1]
-    vendored = any(d in VENDORED_DIRS for d in dirs) or "packages" in dirs[1:]
-    return vendored or (bool(dirs) and dirs[0] in AUXILIARY_DIRS) or name in METADATA_FILES
+    if is_vendored_path(path, nested_packages=True):
+        return True
+    return (bool(dirs) and dirs[0] in AUXILIARY_DIRS) or name in METADATA_FILES
 
 
 @dataclass

@@ -27,6 +27,7 @@ from agentless.rerank.vote import Group, group_candidates
 from swerl.edit_format import build_git_patch
 from swerl.execution.base import ExecutionBackend, TestRun
 from swerl.execution.instances import Instance
+from swerl.path_kinds import is_test_module
 
 
 @dataclass
@@ -129,9 +130,9 @@ def related_test_files(paths: Sequence[str], edited: Sequence[str], limit: int =
     packages = {Path(e).parent.name for e in edited if Path(e).parent.name}
     scored = []
     for path in paths:
-        name = Path(path).name
-        if not path.endswith(".py") or not (name.startswith("test_") or name.endswith("_test.py")):
+        if not is_test_module(path):
             continue
+        name = Path(path).name
         core = name.removeprefix("test_").removesuffix(".py").removesuffix("_test")
         parents = set(Path(path).parent.parts)
         score = 2 if core in stems else 1 if parents & packages or core in packages else 0

@@ -155,6 +155,15 @@ def find_python(version: str) -> str:
     )
 
 
+INFERRED_LANG = "C.UTF-8"
+"""The locale of inferred environments. The harness's images (ubuntu:22.04 with TZ and nothing else
+set) run in the C locale, which Python 3.7 and later coerce to C.UTF-8 (PEP 538); Python 3.6, which
+repositories of 2016-2018 get, does not: its stdout and filesystem encodings stay ASCII, and code that
+checks for that (click before 7.0 refuses to run) fails in every test. The CI these repositories ran on
+had a UTF-8 locale (Travis set en_US.UTF-8, GitHub's runners set C.UTF-8). C.UTF-8 is what 3.7's
+coercion gives and is built into glibc since 2.35, so it needs no generated locales."""
+
+
 @dataclass(frozen=True)
 class TestEnv:
     """An interpreter to run an instance's tests with, and where the code under test must be put.
@@ -174,6 +183,8 @@ class TestEnv:
     recipe name, pytest, requirement set, install, cutoff), which a validated row carries as
     `env_recipe` to be rebuilt exactly; for a built-in spec its name and key. Empty for a fixed
     interpreter (`--python`)."""
+    lang: str = ""
+    """The locale the tests run with (LANG); empty for none, as in the harness's images."""
 
     @property
     def artifacts(self) -> Path | None:
@@ -411,13 +422,13 @@ class EnvManager:
         requirements."""
         text = recipe.to_json()
         if recipe.name == "interpreter" and _version_of(self.base_python) == recipe.python:
-            return TestEnv(self.base_python, None, text)
+            return TestEnv(self.base_python, None, text, INFERRED_LANG)
         folder = repo_slug(repo) if recipe.install else "shared"
         env = self.root / "auto" / folder / f"{recipe.name}-{recipe.key()}"
         who = f"{owner}, recipe {recipe.name}, Python {recipe.python}"
         self._build(env, who, lambda: self._build_recipe(env, who, tree, recipe), True)
         python = str(env / "venv" / "bin" / "python")
-        return TestEnv(python, env / "testbed" if recipe.install else None, text)
+        return TestEnv(python, env / "testbed" if recipe.install else None, text, INFERRED_LANG)
 
     def _build_recipe(self, env: Path, owner: str, tree: Path, recipe: Recipe) -> None:
         """A venv of the recipe's Python with its requirements and, for an installing recipe, the
@@ -515,7 +526,14 @@ class EnvManager:
 
         Collection imports repository code outside the sandbox, as the install steps before it do:
         building an environment trusts the repository at its base commit, never a patch."""
-        values = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        # The locale the runs have, not ours (LC_* of the caller's shell would override LANG).
+        values = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "PYTHONHOME", "LANG", "LANGUAGE") and not k.startswith("LC_")
+        }
+        if env.lang:
+            values["LANG"] = env.lang
         values["PATH"] = f"{Path(env.python).parent}:{values.get('PATH', '/usr/bin:/bin')}"
         values["PYTHONDONTWRITEBYTECODE"] = "1"
         argv = [env.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *targets]

@@ -159,19 +159,22 @@ def bwrap_command(
     return [*cmd, "--", *argv]
 
 
-def _test_env(workdir: Path, bin_dir: Path, installed: bool) -> dict[str, str]:
+def _test_env(workdir: Path, bin_dir: Path, env: TestEnv) -> dict[str, str]:
     """The whole environment tests see: the harness's, nothing of ours (tokens, proxies, settings).
 
     The harness's eval script runs with PATH (the environment first), HOME and what the instance's own
     script exports; it sets no PYTHONHASHSEED (sympy's tests turn hash randomisation off when it is set)
-    and no locale (Python coerces the C locale to UTF-8 itself). `bin_dir` holds `python`/`pytest` of
-    the test environment. Without an install (`installed` False) the code is found through PYTHONPATH:
-    the tree's root and, for a `src/` layout, its `src`.
+    and no locale (Python 3.7 and later coerce the C locale to UTF-8 themselves). An inferred
+    environment sets the one it was made for (`TestEnv.lang`). `bin_dir` holds `python`/`pytest` of
+    the test environment. Without an install (no testbed) the code is found through PYTHONPATH: the
+    tree's root and, for a `src/` layout, its `src`.
     """
-    env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"}
-    if not installed:
-        env["PYTHONPATH"] = ":".join(code_paths(workdir))
-    return env
+    values = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"}
+    if env.lang:
+        values["LANG"] = env.lang
+    if env.testbed is None:
+        values["PYTHONPATH"] = ":".join(code_paths(workdir))
+    return values
 
 
 def _shims(bin_dir: Path, python: str) -> Path:
@@ -465,7 +468,7 @@ class LocalBackend:
         so code that calls git at import time (versioneer's `_version.py`) still finds a repository,
         and nothing in the sandbox leads to a later commit."""
         bin_dir = _shims(scratch / "bin", env.python)
-        test_env = _test_env(tree, bin_dir, installed=env.testbed is not None)
+        test_env = _test_env(tree, bin_dir, env)
         ro_paths, fds = [bin_dir], []
         with contextlib.ExitStack() as stack:
             if witness_log is not None:

@@ -37,6 +37,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from swerl.errors import UserError
+from swerl.path_kinds import is_test_module
 
 PYTHON_RELEASES: dict[str, dt.date] = {
     "2.7": dt.date(2010, 7, 3),
@@ -84,6 +85,45 @@ PYTEST_FLOOR = "4.6"
 """The oldest pytest a recipe takes: the first whose `-rA` summary lists passed tests, which test runs
 are graded from. Older dates get the 4.6 line (pytest is installed without the cutoff)."""
 
+
+@dataclass(frozen=True)
+class PytestDependency:
+    """A package pytest imports, and the pytest lines that require it (on Linux)."""
+
+    module: str
+    """Its import name: a tree with this module or package at its top level (or under `src/`) shadows
+    pytest's copy, since the tree comes first on the path (PYTHONPATH, the editable install and the
+    working directory of `python -m pytest`)."""
+    since: str
+    """The first pytest line that requires it."""
+    until: str = ""
+    """The first pytest line that no longer does (empty: every line since requires it)."""
+    python_below: str = ""
+    """Required only on Pythons older than this one (empty: on all)."""
+
+
+PYTEST_DEPENDENCIES: tuple[PytestDependency, ...] = (
+    PytestDependency("py", "3.0", "7.2"),
+    PytestDependency("six", "3.3", "5.0"),
+    PytestDependency("attr", "3.3", "7.3"),
+    PytestDependency("pluggy", "3.3"),
+    PytestDependency("more_itertools", "3.5", "6.1"),
+    PytestDependency("atomicwrites", "3.6", "5.3"),
+    PytestDependency("wcwidth", "4.5", "6.0"),
+    PytestDependency("packaging", "4.6"),
+    PytestDependency("importlib_metadata", "4.6", "8.0", python_below="3.8"),
+    PytestDependency("iniconfig", "6.0"),
+    PytestDependency("toml", "6.0", "7.0"),
+    PytestDependency("tomli", "7.0", python_below="3.11"),
+    PytestDependency("exceptiongroup", "7.2", python_below="3.11"),
+    PytestDependency("pygments", "8.4"),
+)
+"""pytest's own dependencies, from its setup.py, setup.cfg and pyproject.toml at each release's tag (those
+of Windows and of Pythons older than 3.6 left out). A repository that is one of them (more-itertools, six,
+attrs) shadows pytest's copy with its own code of the row's date, which a pytest of a later date cannot
+import (more-itertools of 2016 lacks `always_iterable`, which pytest 4.6 imports; attrs of 2015 lacks
+`frozen`): such a repository gets the pytest line nearest its date that does not import it."""
+
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 """Extras that hold what the tests need, in the order they are preferred."""
 
@@ -107,7 +147,6 @@ _CLASSIFIER = re.compile(r"Programming Language :: Python :: ([23]\.\d{1,2})\b")
 _TOX_ENV = re.compile(r"\bpy([23])(\d{1,2})\b")
 _TOX_FACTOR = re.compile(r"^[\w,-]+:\s")
 """A tox deps line that applies to some environments only (`py26: unittest2`)."""
-_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 COMPILED_SUFFIXES = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".pyx", ".pxd", ".pxi")
 """Sources of compiled extensions (C, C++, Cython): a tree whose extensions were built from them needs
 them built again once a patch changes one (`LocalBackend`), and a project with them is keyed by its
@@ -201,6 +240,8 @@ class Declarations:
     installable: bool = False
     compiled: bool = False
     sources: str = ""
+    shadows: tuple[str, ...] = ()
+    """Modules of `PYTEST_DEPENDENCIES` the tree has at its top level (its own code shadows pytest's)."""
 
 
 def _read(path: Path) -> str:
@@ -339,6 +380,15 @@ def read_declarations(root: Path) -> Declarations:
     sources = hashlib.sha256(
         b"\0".join(_read(root / n).encode() for n in ("setup.py", "setup.cfg", "pyproject.toml"))
     ).hexdigest()[:12]
+    tops = [root, root / "src"]
+    shadows = [
+        dep.module
+        for dep in PYTEST_DEPENDENCIES
+        if any(
+            (top / dep.module / "__init__.py").is_file() or (top / f"{dep.module}.py").is_file()
+            for top in tops
+        )
+    ]
     return Declarations(
         requires_python=requires_python,
         listed_pythons=tuple(listed),
@@ -349,6 +399,7 @@ def read_declarations(root: Path) -> Declarations:
         installable=installable,
         compiled=compiled,
         sources=sources,
+        shadows=tuple(shadows),
     )
 
 
@@ -361,6 +412,15 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
+def _usable(decl: Declarations, available: Sequence[str]) -> list[str]:
+    """The versions among `available` that the repository's requires-python allows, oldest first."""
+    try:
+        allowed = SpecifierSet(decl.requires_python or "")
+    except InvalidSpecifier:
+        allowed = SpecifierSet()
+    return sorted((v for v in available if allowed.contains(f"{v}.0")), key=_version_tuple)
+
+
 def choose_python(
     decl: Declarations, when: dt.date, available: Sequence[str], preferred: str = ""
 ) -> tuple[str, str]:
@@ -371,11 +431,7 @@ def choose_python(
     this machine lacks gets the next newer one it has. One listing nothing gets the newest Python
     settled by `when`, or `preferred` (the running interpreter, which needs no build) where that one
     qualifies too."""
-    try:
-        allowed = SpecifierSet(decl.requires_python or "")
-    except InvalidSpecifier:
-        allowed = SpecifierSet()
-    usable = sorted((v for v in available if allowed.contains(f"{v}.0")), key=_version_tuple)
+    usable = _usable(decl, available)
     if not usable:
         raise UserError(
             f"no Python here satisfies requires-python {decl.requires_python!r} "
@@ -400,9 +456,20 @@ def choose_python(
     return usable[0], f"the oldest Python here (none was settled at {when})"
 
 
-def pytest_requirement(python: str, when: dt.date) -> str:
+def pytest_requirement(python: str, when: dt.date, shadows: Sequence[str] = ()) -> str:
     """pytest as of `when`: below the first line released after the date, within what `python` runs,
-    and never older than `PYTEST_FLOOR` (then within the floor's line)."""
+    and never older than `PYTEST_FLOOR` (then within the floor's line). A tree that `shadows` some of
+    pytest's dependencies gets the line nearest the date that requires none of them (`pytest_without`)
+    where `python` runs one, else the date's line all the same."""
+    return pytest_without(python, when, shadows) or pytest_without(python, when, ())
+
+
+def pytest_without(python: str, when: dt.date, shadows: Sequence[str]) -> str:
+    """The requirement of the pytest line nearest `when` that `python` runs and that requires none of
+    the modules in `shadows` (see `PYTEST_DEPENDENCIES`); empty when every such line requires one.
+
+    The date's range (from the floor up to the first line released after the date) when none of its
+    lines requires them; else its newest line that requires none; else the oldest later one."""
     lower = max(PYTEST_FLOOR, PYTEST_FIRST.get(python, PYTEST_FLOOR), key=_version_tuple)
     upper = next((line for line, first in PYTEST_LINES if first > when), "")
     last = PYTEST_LAST.get(python, "")
@@ -410,7 +477,40 @@ def pytest_requirement(python: str, when: dt.date) -> str:
         upper = last
     if upper and _version_tuple(upper) <= _version_tuple(lower):
         upper = next((line for line, _ in PYTEST_LINES if _version_tuple(line) > _version_tuple(lower)), "")
-    return f"pytest>={lower}" + (f",<{upper}" if upper else "")
+    deps = [
+        dep
+        for dep in PYTEST_DEPENDENCIES
+        if dep.module in shadows
+        and (not dep.python_below or _version_tuple(python) < _version_tuple(dep.python_below))
+    ]
+
+    def requires(line: str) -> bool:
+        return any(
+            _version_tuple(dep.since) <= _version_tuple(line)
+            and (not dep.until or _version_tuple(line) < _version_tuple(dep.until))
+            for dep in deps
+        )
+
+    # Consecutive bounds delimit lines that require the same dependencies; those `python` runs count.
+    bounds = {lower, upper, last, *(line for line, _ in PYTEST_LINES)}
+    bounds |= {bound for dep in deps for bound in (dep.since, dep.until)}
+    ordered = sorted(
+        (b for b in bounds if b and _version_tuple(b) >= _version_tuple(lower)), key=_version_tuple
+    )
+    segments = [
+        (start, end)
+        for start, end in zip(ordered, [*ordered[1:], ""], strict=True)
+        if not (last and _version_tuple(start) >= _version_tuple(last))
+    ]
+    dated = [s for s in segments if not upper or _version_tuple(s[0]) < _version_tuple(upper)]
+    if not any(requires(start) for start, _ in dated):
+        return f"pytest>={lower}" + (f",<{upper}" if upper else "")
+    free = [s for s in segments if not requires(s[0])]
+    if not free:
+        return ""
+    free_dated = [s for s in free if s in dated]
+    start, end = free_dated[-1] if free_dated else free[0]
+    return f"pytest>={start}" + (f",<{end}" if end else "")
 
 
 def cutoff_of(when: dt.date, pinned: bool = False) -> str:
@@ -436,7 +536,12 @@ def recipes_for(
     pytest bounds and the recipe with today's releases."""
     decl = read_declarations(tree)
     python, _why = choose_python(decl, when, available, preferred)
-    pytest_pin = pytest_requirement(python, when) if dated else "pytest"
+    if dated and not pytest_without(python, when, decl.shadows):
+        # No pytest that this Python runs leaves the tree's own copy of its dependency alone (attrs of
+        # 2015 under 3.6): the oldest newer Python that runs one, where the repository allows it.
+        newer = (v for v in _usable(decl, available) if _version_tuple(v) > _version_tuple(python))
+        python = next((v for v in newer if pytest_without(v, when, decl.shadows)), python)
+    pytest_pin = pytest_requirement(python, when, decl.shadows) if dated else "pytest"
     pinned = any("==" in line for line in (*(decl.runtime or ()), *decl.test_requirements))
     cutoff = cutoff_of(when, pinned) if dated else ""
     sources = decl.sources + (f"@{base_commit[:12]}" if decl.compiled else "")
@@ -461,7 +566,7 @@ def collect_targets(tree: Path, tests: Iterable[str], test_patch: str) -> list[s
     the usual test directories, else the tree."""
     names = [t.split("::", 1)[0] for t in tests]
     names += re.findall(r"^diff --git a/(\S+) b/", test_patch, flags=re.MULTILINE)
-    present = [n for n in dict.fromkeys(names) if _TEST_MODULE.search(n) and (tree / n).is_file()]
+    present = [n for n in dict.fromkeys(names) if is_test_module(n) and (tree / n).is_file()]
     if present:
         return present
     return [d for d in ("tests", "test", "testing") if (tree / d).is_dir()] or ["."]

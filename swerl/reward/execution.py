@@ -18,7 +18,8 @@ run that raised, the harness's own time limit, a test patch that does not apply:
 left out of the group's advantage).
 
 Unexploitable. Before the run, the answer's changes to files that decide how tests run are dropped:
-test files (under tests/, test/ or testing/, test_*.py, *_test.py), conftest.py, pytest's configuration
+test paths (`swerl.path_kinds.is_test_path`: under tests/, test/, testing/, spec/ and the like, test_*,
+*_test.*, *_tests.*, conftest.py: what mining calls a test), pytest's configuration
 (pytest.ini, .pytest.ini, tox.ini, setup.cfg, pyproject.toml), interpreter start-up hooks
 (sitecustomize.py, usercustomize.py, *.pth) and new modules that would shadow the test runner (pytest,
 _pytest, py, pluggy, swerl_witness). The harness then resets the test patch's files and grades by name,
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
-import re
 import tempfile
 import threading
 import traceback
@@ -64,6 +64,7 @@ from swerl.execution.base import BUILD_FAILED
 from swerl.execution.harness import eval_plan, harness_api
 from swerl.execution.instances import Instance, instance_from_row
 from swerl.git import GitError
+from swerl.path_kinds import is_test_path
 from swerl.ray_cluster import connect
 
 if TYPE_CHECKING:
@@ -75,9 +76,8 @@ SHAPINGS: tuple[str, ...] = ("none", "fail_to_pass")
 Engine = Literal["threads", "ray"]
 ENGINES: tuple[str, ...] = ("threads", "ray")
 
-_TEST_DIRS = frozenset({"tests", "test", "testing"})
 _RUNNER_FILES = frozenset(
-    {"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"}
+    {"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"}
     | {"sitecustomize.py", "usercustomize.py"}
 )
 _RUNNER_MODULES = frozenset(
@@ -86,16 +86,16 @@ _RUNNER_MODULES = frozenset(
 
 
 def guarded_path(path: str, added: bool = False) -> bool:
-    """Whether an answer's change to `path` could change how the tests run rather than what they test.
+    """Whether an answer's change to `path` could change how the tests run rather than what they test:
+    a test path (`swerl.path_kinds.is_test_path`, the definition mining and Agentless use) or a file
+    the test runner reads (its configuration, start-up hooks).
 
     `added`: the answer creates the file; a new top-level module named like the test runner (pytest.py,
     _pytest/...) would be imported instead of it. Editing such a file that exists is the repository's own
     code (pytest's src/_pytest)."""
     parts = PurePosixPath(path).parts
     name = parts[-1] if parts else ""
-    if name in _RUNNER_FILES or name.endswith(".pth"):
-        return True
-    if _TEST_DIRS & set(parts[:-1]) or re.fullmatch(r"test_.*\.py|.*_tests?\.py", name):
+    if is_test_path(path) or name in _RUNNER_FILES or name.endswith(".pth"):
         return True
     if added:
         top = [p for p in parts if p != "src"][:1]
