@@ -18,9 +18,11 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 import zipfile
 from importlib import metadata
@@ -34,10 +36,19 @@ from packaging.requirements import Requirement
 from swerl.cli import agentless as agentless_cli
 from swerl.edit_format import build_git_patch
 from swerl.errors import UserError
-from swerl.execution.envs import EnvManager, EnvSetupError, EnvSpec, find_python, load_env_specs
+from swerl.execution.base import BUILD_FAILED
+from swerl.execution.envs import (
+    EnvManager,
+    EnvSetupError,
+    EnvSpec,
+    find_python,
+    load_env_specs,
+    rebuild_command,
+)
 from swerl.execution.instances import Instance
 from swerl.execution.local import LocalBackend, RunLimits
 from swerl.git.clones import RepoCache
+from swerl.reward.execution import ExecutionReward
 from swerl.sandbox.bwrap import isolation_available
 from swerl.synth_repo import git
 
@@ -934,3 +945,138 @@ def test_tests_that_cannot_start_here_make_the_instance_undecidable_and_silence_
     report = evaluate_local([silent], predictions_for("gold", [silent]), backend, tmp_path / "silent")
     assert report["error_ids"] == [instance.instance_id] and report["env_failure_ids"] == []
     assert report["instances"][instance.instance_id]["error"].startswith("the tests gave no results")
+
+
+# A project with a C extension: the install compiles it into the tree (an editable install builds in
+# place), so every fresh tree gets the base commit's module with the install's artifacts, and a fix made
+# only in C must be compiled into the tree it is judged on.
+CEXT_C = """\
+#include <Python.h>
+
+static PyObject *answer(PyObject *self, PyObject *args) { return PyLong_FromLong(41); }
+
+static PyMethodDef methods[] = {{"answer", answer, METH_NOARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__fast(void) { return PyModule_Create(&module); }
+"""
+CEXT_SETUP = """\
+from setuptools import Extension, setup
+
+setup(name="cext", version="1.0", packages=["cext"], ext_modules=[Extension("cext._fast", ["cext/_fast.c"])])
+"""
+CEXT_TEST = "tests/test_cext.py"
+CEXT_TESTS = "import cext\n\n\ndef test_imports():\n    assert cext.answer\n"
+CEXT_F2P = f"{CEXT_TEST}::test_answer"
+
+
+def _c_patch(new: str) -> str:
+    return build_git_patch({"cext/_fast.c": CEXT_C}, {"cext/_fast.c": CEXT_C.replace("FromLong(41)", new)})
+
+
+@pytest.fixture(scope="module")
+def cext(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[LocalBackend, Instance]:
+    """The local backend over the environment of a repository whose C code answers 41, and an instance
+    whose fix (42) is made in C alone."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler}) to build the test repository's extension")
+    root = tmp_path_factory.mktemp("cext")
+    files = {
+        "setup.py": CEXT_SETUP,
+        "pyproject.toml": PYPROJECT.split("\n\n")[0] + "\n",  # setuptools' backend, the project in setup.py
+        "cext/__init__.py": "from cext._fast import answer\n",
+        "cext/_fast.c": CEXT_C,
+        CEXT_TEST: CEXT_TESTS,
+        ".gitignore": "*.so\nbuild/\n*.egg-info/\n",
+    }
+    bare = _git_repo(root / "clones", "acme/cext", files)
+    test_patch = build_git_patch(
+        {CEXT_TEST: CEXT_TESTS},
+        {CEXT_TEST: CEXT_TESTS + "\n\ndef test_answer():\n    assert cext.answer() == 42\n"},
+    )
+    apply = [f"git checkout {bare.base_commit} {CEXT_TEST}", "git apply -v - <<'EOF_1'", test_patch + "EOF_1"]
+    run = [": '>>>>> Start Test Output'", f"pytest -rA {CEXT_TEST}", ": '>>>>> End Test Output'"]
+    script = "\n".join([*apply, *run])
+    extra = {"eval_script": script, "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail"}
+    instance = dataclasses.replace(
+        bare,
+        patch=_c_patch("FromLong(42)"),
+        test_patch=test_patch,
+        fail_to_pass=(CEXT_F2P,),
+        pass_to_pass=(f"{CEXT_TEST}::test_imports",),
+        extra={**extra, "image": "unused"},
+    )
+    repos = RepoCache(root / "repos", mirror_dir=root / "clones", offline=True)
+    # Built as the harness builds such a repository's image (its spec's install compiles in place).
+    spec = EnvSpec(packages=("setuptools",), install="python setup.py build_ext --inplace")
+    envs = EnvManager(root / "envs", wheelhouse=wheelhouse, specs={"acme/cext": {"*": spec}})
+    return LocalBackend(repos, envs, isolation=ISOLATION, timeout_s=120), instance
+
+
+@pytest.mark.usefixtures("no_index")
+def test_a_fix_in_c_is_compiled_into_the_tree_it_is_judged_on(cext: tuple[LocalBackend, Instance]) -> None:
+    """Before the fix the base commit's module answers 41; after it the fixed C answers 42, which only a
+    build in that tree can give; the build stays in it (the next tree has the base commit's module)."""
+    backend, instance = cext
+    runs = [
+        backend.run_tests(instance, [CEXT_TEST], patches, test_patch=instance.test_patch)
+        for patches in ((), (instance.patch,), ())
+    ]
+    assert [run.status for run in runs] == ["ok"] * 3, runs[1].log
+    assert [run.results[CEXT_F2P] for run in runs] == ["FAILED", "PASSED", "FAILED"], runs[1].log
+    assert "building the extensions again" in runs[1].log
+    assert not any("compiled sources changed" in run.log for run in (runs[0], runs[2]))
+
+    noop = build_git_patch({CEXT_TEST: CEXT_TESTS}, {CEXT_TEST: "# touched\n" + CEXT_TESTS})
+    python_only = backend.run_tests(instance, [CEXT_TEST], [noop])  # nothing compiled changed: no build
+    assert python_only.status == "ok" and "compiled sources changed" not in python_only.log
+
+
+@pytest.mark.usefixtures("no_index")
+def test_c_that_does_not_compile_is_the_answers_fault_and_the_gold_fix_resolves(
+    cext: tuple[LocalBackend, Instance], tmp_path: Path
+) -> None:
+    from swerl.execution.evaluate import evaluate_local
+
+    backend, instance = cext
+    broken = _c_patch("FromLong(42")
+    run = backend.run_tests(instance, [CEXT_TEST], [broken], test_patch=instance.test_patch)
+    assert run.status == "build_failed" and not run.results
+    assert BUILD_FAILED in run.log and "error:" in run.log  # the compiler's own message is kept
+
+    # A setup.py that builds without the extension when it does not compile (markupsafe's does) exits 0.
+    lenient = (
+        CEXT_SETUP.replace("setup(", "try:\n    setup(") + 'except SystemExit:\n    setup(name="cext")\n'
+    )
+    falls_back = broken + build_git_patch({"setup.py": CEXT_SETUP}, {"setup.py": lenient})
+    run = backend.run_tests(instance, [CEXT_TEST], [falls_back], test_patch=instance.test_patch)
+    assert run.status == "build_failed" and f"{BUILD_FAILED}: cext/_fast." in run.log, run.log
+
+    iid = instance.instance_id
+    predictions = {
+        iid: {"instance_id": iid, "model_name_or_path": "m", "model_patch": broken},
+    }
+    report = evaluate_local([instance], predictions, backend, tmp_path / "broken")
+    assert report["unresolved_ids"] == [iid] and report["error_ids"] == []
+    log = (tmp_path / "broken" / "logs" / iid / "test_output.txt").read_text()
+    assert BUILD_FAILED in log and ">>>>> Start Test Output" not in log  # no test ran
+    reward = ExecutionReward(backend)._verdict(instance, log, {})
+    assert (reward.reward, reward.kind, reward.error) == (0.0, "unresolved", "does_not_build")
+
+    gold = {iid: {"instance_id": iid, "model_name_or_path": "gold", "model_patch": instance.patch}}
+    assert evaluate_local([instance], gold, backend, tmp_path / "gold")["resolved_ids"] == [iid]
+
+
+def test_the_rebuild_step_is_the_projects_setuptools_build(tmp_path: Path) -> None:
+    cases = {
+        "setup.py": ({"setup.py": ""}, "python setup.py build_ext --inplace --force"),
+        "pyproject": (
+            {"pyproject.toml": '[build-system]\nbuild-backend = "setuptools.build_meta"\n'},
+            "python -c 'from setuptools import setup; setup()' build_ext --inplace --force",
+        ),
+        "meson": ({"pyproject.toml": '[build-system]\nbuild-backend = "mesonpy"\n', "setup.py": ""}, None),
+    }
+    for name, (files, expected) in cases.items():
+        write_files(tmp_path / name, files)
+        assert rebuild_command(tmp_path / name) == expected, name

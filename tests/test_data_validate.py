@@ -26,9 +26,9 @@ import pytest
 from data_pipeline.validate import runner
 from data_pipeline.validate.outcomes import judge
 from data_pipeline.validate.rows import Brief, load_input, output_row, output_table
-from data_pipeline.validate.runner import BackendOptions, RowTask, validate
+from data_pipeline.validate.runner import BackendOptions, RowTask, _verdict, validate
 from swerl.cli.main import main
-from swerl.execution.base import TestRun
+from swerl.execution.base import BUILD_FAILED, TestRun
 from swerl.execution.harness import patch_test_files
 from swerl.execution.instances import Instance
 from swerl.sandbox.bwrap import isolation_available
@@ -249,6 +249,25 @@ def test_a_pytest_that_cannot_start_is_a_collection_error_named_by_its_traceback
     verdict = judge([ran, ran], [TestRun("error", log=log)] * 2)
     assert verdict.reason == "collection_error"
     assert verdict.detail.startswith("after the fix: <pytest>: ImportError: cannot import name 'imap'\n")
+
+
+def test_a_gold_patch_whose_extensions_do_not_build_is_an_environment_failure() -> None:
+    """The row's own fix compiles for its authors: failing here is this environment's, not a verdict."""
+
+    class Backend:
+        timeout_s = 60.0
+
+        def run_tests(self, instance: Instance, tests: object, patches: object, test_patch: str) -> TestRun:
+            if not patches:
+                return TestRun("ok", {"t.py::fix": "FAILED"}, recipe="r")
+            return TestRun(
+                "build_failed", log=f"_speedups.c:3: error: expected ';'\n{BUILD_FAILED}", recipe="r"
+            )
+
+    instance = Instance("acme__c-1", "acme/c", "0" * 40, "issue", patch="p", test_patch="t")
+    verdict, recipe = _verdict(Backend(), instance, 2)  # type: ignore[arg-type]
+    assert (verdict.reason, recipe) == ("env_failed", "r")
+    assert verdict.detail.startswith("after: _speedups.c:3: error") and BUILD_FAILED in verdict.detail
 
 
 def test_an_environment_that_cannot_be_made_is_named(mined: Path, tmp_path: Path) -> None:

@@ -176,8 +176,8 @@ def _regression_filter(
 
 
 def _failures(run: TestRun, tests: Sequence[str]) -> int:
-    if run.status == "apply_failed":
-        return len(tests) + 1  # worse than breaking every test: the patch does not even apply
+    if run.status in ("apply_failed", "build_failed"):
+        return len(tests) + 1  # worse than breaking every test: the patch does not apply or compile
     return sum(1 for t in tests if not run.passed(t))
 
 

@@ -143,6 +143,8 @@ def _verdict(backend: LocalBackend, instance: Instance, repeats: int) -> tuple[V
             recipe = run.recipe or recipe
             if run.status == "apply_failed":
                 return Verdict("patch_not_applied", detail=f"{side}: {run.log[-_DETAIL:]}"), recipe
+            if run.status == "build_failed":  # the row's own patch: this environment cannot build it
+                return Verdict("env_failed", detail=f"{side}: {run.log[-_DETAIL:]}"), recipe
             if run.status == "timeout":
                 seconds = f"{backend.timeout_s:g} s"
                 return Verdict("timeout", detail=f"{side}: past {seconds}\n{run.log[-_DETAIL:]}"), recipe

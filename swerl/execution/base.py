@@ -9,9 +9,12 @@ from typing import Literal, Protocol
 
 from swerl.execution.instances import Instance
 
-RunStatus = Literal["ok", "apply_failed", "timeout", "error"]
+RunStatus = Literal["ok", "apply_failed", "build_failed", "timeout", "error"]
 TestStatus = Literal["PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS"]
 _LOG_TAIL = 4000
+BUILD_FAILED = "[swerl] the compiled extensions do not build"
+"""The log line of a run whose patches changed compiled sources that then failed to compile (no test
+ran): a patch's fault in an evaluation or a reward, the environment's in a validation."""
 
 
 @dataclass
@@ -19,7 +22,9 @@ class TestRun:
     """The outcome of one test run. `results` maps test ids (pytest node ids) to their status.
 
     `status` is about the run, not the tests: `apply_failed` means a patch did not apply and no test
-    ran; `timeout` / `error` mean the results are partial or missing.
+    ran; `build_failed` that the patches changed compiled sources and the extensions did not build
+    again (no test ran; the log ends with the build's); `timeout` / `error` mean the results are
+    partial or missing.
     """
 
     __test__ = False  # not a pytest test class, despite the name

@@ -44,6 +44,7 @@ import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from swerl.errors import UserError
 from swerl.execution.instances import Instance
@@ -62,9 +63,18 @@ class EnvSetupError(UserError, RuntimeError):
     """A test environment could not be created (no network for pip, a failing install, ...)."""
 
 
-def has_pytest(python: str) -> bool:
-    done = subprocess.run([python, "-c", "import pytest"], capture_output=True, check=False)
+_EXTENSIONS = (".so", ".pyd")
+"""Suffixes of compiled extension modules (`_speedups.cpython-311-x86_64-linux-gnu.so`, `.abi3.so`)."""
+
+
+def has_module(python: str, module: str) -> bool:
+    """Whether `python` imports `module` (run outside any tree, so it is the installed one)."""
+    done = subprocess.run([python, "-c", f"import {module}"], capture_output=True, check=False, cwd="/")
     return done.returncode == 0
+
+
+def has_pytest(python: str) -> bool:
+    return has_module(python, "pytest")
 
 
 @dataclass(frozen=True)
@@ -186,6 +196,15 @@ class TestEnv:
         """Copy the install's artifacts into `tree` (a fresh checkout just moved to the testbed)."""
         if self.artifacts is not None and self.artifacts.is_dir():
             shutil.copytree(self.artifacts, tree, symlinks=True, dirs_exist_ok=True)
+
+    def built_extensions(self) -> list[str]:
+        """The extension modules the install compiled into the tree (relative paths), which imports
+        find there: those of the base commit, put into every fresh tree with the artifacts. Copies
+        under `build/` are the build's intermediate output, not what is imported."""
+        if self.artifacts is None or not self.artifacts.is_dir():
+            return []
+        found = (p.relative_to(self.artifacts) for p in self.artifacts.rglob("*") if p.suffix in _EXTENSIONS)
+        return sorted(str(p) for p in found if p.parts[0] != "build")
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -727,14 +746,34 @@ def code_paths(tree: Path) -> list[str]:
     return [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
 
 
-def _build_requires(tree: Path) -> list[str]:
-    """The build backend a project declares (`[build-system].requires`), setuptools and wheel for one
-    that declares none (a bare setup.py)."""
+def _build_system(tree: Path) -> dict[str, Any]:
+    """The project's `[build-system]` table (empty without a readable pyproject.toml)."""
     try:
         data = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
         data = {}
-    return list(data.get("build-system", {}).get("requires", [])) or ["setuptools", "wheel"]
+    table = data.get("build-system", {})
+    return table if isinstance(table, dict) else {}
+
+
+def _build_requires(tree: Path) -> list[str]:
+    """The build backend a project declares (`[build-system].requires`), setuptools and wheel for one
+    that declares none (a bare setup.py)."""
+    return list(_build_system(tree).get("requires", [])) or ["setuptools", "wheel"]
+
+
+def rebuild_command(tree: Path) -> str | None:
+    """The shell line that compiles a tree's extensions again in place, with the environment's own
+    interpreter and build tools (no install, no network): setuptools' `build_ext --inplace --force`,
+    for a setup.py or a pyproject whose backend is setuptools (which also reads `ext-modules` there).
+    None for another backend (meson-python, scikit-build-core, ...): none of those has that step."""
+    backend = str(_build_system(tree).get("build-backend", ""))
+    step = "build_ext --inplace --force"
+    if (tree / "setup.py").is_file() and (not backend or backend.startswith("setuptools")):
+        return f"python setup.py {step}"
+    if backend.startswith("setuptools"):
+        return f"python -c 'from setuptools import setup; setup()' {step}"
+    return None
 
 
 def _declaration_file(tree: Path) -> str:

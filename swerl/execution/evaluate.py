@@ -232,6 +232,22 @@ def _judge(
     if run.veto is not None:  # passes of the log that the test-outcome witness denies
         row["witness_veto"] = run.veto
     gold = pred.get("model_name_or_path") == "gold"
+    if not run.built:
+        # The patch changed compiled sources and they do not compile (the build's log ends
+        # test_output.txt): no test ran. The answer's fault, unless it is the gold patch, which did
+        # compile for its authors: then this environment cannot build it, and there is no verdict.
+        said = run.log.rstrip().rsplit("\n", 1)[-1]
+        if gold:
+            return {**row, "status": "error", "resolved": False, "undecidable": False, "error": said}
+        return {
+            **row,
+            "status": "unresolved",
+            "resolved": False,
+            "resolved_without_env_failures": False,
+            "undecidable": False,
+            "env_failures": {},
+            "build": said,
+        }
     if not report.get("patch_successfully_applied"):
         # The tests ran and gave no results the harness accepts. When they said why (an import that
         # fails in this environment), no test of the instance can run here: with the gold patch that is

@@ -34,8 +34,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from swerl.execution import witness
-from swerl.execution.base import TestRun, parse_pytest_report, test_files
-from swerl.execution.envs import BUILTIN_SPECS, EnvManager, TestEnv, code_paths, load_env_specs
+from swerl.execution.base import BUILD_FAILED, TestRun, parse_pytest_report, test_files
+from swerl.execution.envs import (
+    BUILTIN_SPECS,
+    EnvManager,
+    EnvSetupError,
+    TestEnv,
+    code_paths,
+    has_module,
+    load_env_specs,
+    rebuild_command,
+)
 from swerl.execution.harness import (
     END,
     START,
@@ -47,6 +56,7 @@ from swerl.execution.harness import (
     status_map,
 )
 from swerl.execution.instances import Instance
+from swerl.execution.recipes import COMPILED_SUFFIXES
 from swerl.git.clones import RepoCache
 from swerl.sandbox.limits import MIB
 
@@ -264,6 +274,10 @@ class EvalRun:
             return report
         return witness.confirm(self.instance, self.plan, report, self.witness)[0]
 
+    built: bool = True
+    """False when the patches changed compiled sources and the extensions then did not build (no test
+    ran; `BUILD_FAILED` in the log)."""
+
 
 @dataclass
 class LocalBackend:
@@ -329,10 +343,15 @@ class LocalBackend:
                 if not applied:
                     what = "the test patch" if i == len(steps) else f"patch {i}"
                     return TestRun("apply_failed", log=f"{what} does not apply:\n{said}", recipe=env.recipe)
+            built = self._rebuild(env, tree, scratch, [*steps, test_patch])
+            if built is not None and not built[0]:
+                return TestRun("build_failed", log=built[1], recipe=env.recipe)
             if not tests:
                 return TestRun("ok", recipe=env.recipe)
             script = shlex.join(["python", *PYTEST_ARGS, *test_files(tests)])
             code, log, timed_out = self._run(env, tree, scratch, script)
+            if built is not None:
+                log = f"{built[1]}\n{log}"
         results = parse_pytest_report(log)
         if timed_out:
             return TestRun("timeout", results, log, env.recipe)
@@ -361,12 +380,21 @@ class LocalBackend:
                 reset_files(tree, instance.base_commit, plan.reset_files)
                 test_applied, said = apply_patch(tree, instance.test_patch, scratch / "test.diff")
                 lines.append(said if test_applied else f"[swerl] the test patch does not apply:\n{said}")
-                watched = scratch / "witness.jsonl" if witness.witnessed(plan.test_cmd) else None
-                code, output, timed_out = self._run(env, tree, scratch, plan.test_cmd, watched)
-                seen = witness.read(watched) if watched is not None else None
-                lines += [f": '{START}'", output.rstrip("\n"), f": '{END}'", f"{api.TEST_EXIT_CODE}: {code}"]
-                if timed_out:
-                    lines.append(f"{api.TESTS_TIMEOUT}: {self.timeout_s:g} s")
+                built = self._rebuild(env, tree, scratch, [patch or "", instance.test_patch])
+                if built is not None:
+                    lines.append(built[1])
+                if built is None or built[0]:
+                    watched = scratch / "witness.jsonl" if witness.witnessed(plan.test_cmd) else None
+                    code, output, timed_out = self._run(env, tree, scratch, plan.test_cmd, watched)
+                    seen = witness.read(watched) if watched is not None else None
+                    lines += [
+                        f": '{START}'",
+                        output.rstrip("\n"),
+                        f": '{END}'",
+                        f"{api.TEST_EXIT_CODE}: {code}",
+                    ]
+                    if timed_out:
+                        lines.append(f"{api.TESTS_TIMEOUT}: {self.timeout_s:g} s")
         log = "\n".join(lines) + "\n"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text(log, encoding="utf-8")
@@ -378,7 +406,56 @@ class LocalBackend:
             log += f"[swerl] witness veto: {veto}\n"
             log_path.write_text(log, encoding="utf-8")
         statuses = status_map(instance, plan, str(log_path))
-        return EvalRun(log, report, statuses, plan, applied, instance, seen, veto)
+        return EvalRun(
+            log, report, statuses, plan, applied, instance, seen, veto, built=BUILD_FAILED not in log
+        )
+
+    def _rebuild(
+        self, env: TestEnv, tree: Path, scratch: Path, patches: Sequence[str]
+    ) -> tuple[bool, str] | None:
+        """Compile the tree's extensions again when `patches` changed their sources: (built, log), or
+        None when there is nothing to build (no compiled source changed, or the environment compiled
+        no extension into its trees, as one that finds the code through PYTHONPATH).
+
+        The extensions in a fresh tree are the install's, built at the base commit (`artifacts`), so a
+        fix made in C would otherwise never be run. The SWE-bench harness re-runs the install step
+        before every evaluation; doing it only when compiled sources change keeps every other run as
+        fast as before. The build runs sandboxed like the tests (only the tree writable, no network)
+        under the same wall clock. The old modules are removed first: a build that fails, or a
+        setup.py that falls back to pure Python when its compiler fails (markupsafe's does), must not
+        leave the base commit's extensions to be imported; each must be there again afterwards."""
+        changed = sorted({f for p in patches for f in patch_files(p) if Path(f).suffix in COMPILED_SUFFIXES})
+        extensions = env.built_extensions() if changed else []
+        if not extensions:
+            return None
+        command = rebuild_command(tree)
+        if command is None or not has_module(env.python, "setuptools"):
+            # This machine's shortcoming, not the patch's: no verdict either way.
+            problem = (
+                "its build backend has no in-place build step"
+                if command is None
+                else "its environment lacks setuptools, which builds them"
+            )
+            raise EnvSetupError(
+                f"compiled sources changed ({', '.join(changed[:5])}) but the extensions cannot be built "
+                f"again: {problem}"
+            )
+        head = f"[swerl] compiled sources changed ({', '.join(changed[:5])}): building the extensions again"
+        for name in extensions:
+            (tree / name).unlink(missing_ok=True)
+        code, output, timed_out = self._run(env, tree, scratch, command)
+        missing = [name for name in extensions if not (tree / name).is_file()]
+        log = f"{head}\n$ {command}\n{output.strip()[-3000:]}"
+        if timed_out:
+            return False, f"{log}\n{BUILD_FAILED}: the build ran past {self.timeout_s:g} s"
+        if code != 0 or missing:
+            # The compiler's errors may lie far above the end of the output (setuptools warns at length
+            # after them, a fallback build runs after them): they are repeated next to the verdict.
+            errors = [line for line in output.splitlines() if "error:" in line][:10]
+            said = "\n".join(["[swerl] the build's errors:", *errors]) + "\n" if errors else ""
+            why = f"exit status {code}" if code else f"{', '.join(missing)} not built"
+            return False, f"{log}\n{said}{BUILD_FAILED}: {why}"
+        return True, log
 
     def _run(
         self, env: TestEnv, tree: Path, scratch: Path, script: str, witness_log: Path | None = None

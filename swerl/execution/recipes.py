@@ -147,7 +147,10 @@ _CLASSIFIER = re.compile(r"Programming Language :: Python :: ([23]\.\d{1,2})\b")
 _TOX_ENV = re.compile(r"\bpy([23])(\d{1,2})\b")
 _TOX_FACTOR = re.compile(r"^[\w,-]+:\s")
 """A tox deps line that applies to some environments only (`py26: unittest2`)."""
-_COMPILED = ("*.c", "*.pyx", "*.cpp")
+COMPILED_SUFFIXES = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".pyx", ".pxd", ".pxi")
+"""Sources of compiled extensions (C, C++, Cython): a tree whose extensions were built from them needs
+them built again once a patch changes one (`LocalBackend`), and a project with them is keyed by its
+base commit (`Recipe.sources`)."""
 
 
 @dataclass(frozen=True)
@@ -370,9 +373,9 @@ def read_declarations(root: Path) -> Declarations:
 
     installable = bool(setup_py) or "build-system" in pyproject or bool(project)
     compiled = installable and any(
-        next(root.glob(f"{top}/**/{pattern}"), None) is not None
+        path.suffix in COMPILED_SUFFIXES
         for top in ("src", *_package_dirs(root))
-        for pattern in _COMPILED
+        for path in (root / top).rglob("*")
     )
     sources = hashlib.sha256(
         b"\0".join(_read(root / n).encode() for n in ("setup.py", "setup.cfg", "pyproject.toml"))

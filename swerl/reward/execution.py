@@ -60,6 +60,7 @@ from swerl.edit_format import (
 )
 from swerl.errors import UserError
 from swerl.execution import witness
+from swerl.execution.base import BUILD_FAILED
 from swerl.execution.harness import eval_plan, harness_api
 from swerl.execution.instances import Instance, instance_from_row
 from swerl.git import GitError
@@ -298,6 +299,8 @@ class ExecutionReward:
         listed = len(instance.fail_to_pass)
         if api.APPLY_PATCH_FAIL in log:
             return ExecutionResult(0.0, "unresolved", "patch_does_not_apply", fail_to_pass=(0, listed))
+        if BUILD_FAILED in log:  # the answer's compiled code does not compile: no test ran
+            return ExecutionResult(0.0, "unresolved", "does_not_build", fail_to_pass=(0, listed))
         if "[swerl] the test patch does not apply" in log:
             return ExecutionResult(None, "infra_error", "test_patch_does_not_apply", "the row's test patch")
         if f"{api.TESTS_TIMEOUT}:" in log:
