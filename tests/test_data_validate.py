@@ -176,7 +176,10 @@ def test_each_row_gets_its_verdict(validated: Path) -> None:
 def test_a_test_past_the_timeout(mined: Path, tmp_path: Path) -> None:
     rows = load_input(mined, ["acme__calc-6"])
     out = tmp_path / "out"
-    validate(rows, out, _options(mined.parent, timeout_s=3.0), input_name="x", repeats=1, progress=False)
+    options = _options(mined.parent, timeout_s=3.0)
+    # The mining run's clone: this test may run before any other has filled the cache's mirror.
+    source = Path(rows.source["path"])
+    validate(rows, out, options, input_name="x", repeats=1, local_source=source, progress=False)
     record = _results(out)["acme__calc-6"]
     # Before the fix its file does not even import; after it, the test sleeps past the wall clock (on a
     # loaded machine the before-run may already take that long: the verdict is the same).
