@@ -303,11 +303,14 @@ class _CountingBackend:
     def evaluate(self, inst: object, patch: str, log: Path) -> object:
         from types import SimpleNamespace
 
+        from swerl.execution.local import EvalRun
+
         self.judged += 1
         if self.fail:
             raise RuntimeError("no environment")
         report = {"patch_successfully_applied": True, "resolved": True, "tests_status": {}}
-        return SimpleNamespace(report=report, plan=SimpleNamespace(source="spec"), statuses={}, log="")
+        plan = SimpleNamespace(source="spec")
+        return EvalRun(log="", report=report, statuses={}, plan=plan, applied=True)  # type: ignore[arg-type]
 
 
 def test_a_second_evaluation_into_one_folder_is_refused_resumed_or_overwritten(tmp_path: Path) -> None:

@@ -267,16 +267,15 @@ class EvalRun:
     or no test ran."""
     veto: str | None = None
     """Why the witness vetoed passes of the log (already applied to `report`), else None."""
+    built: bool = True
+    """False when the patches changed compiled sources and the extensions then did not build (no test
+    ran; `BUILD_FAILED` in the log)."""
 
     def confirm(self, report: dict[str, Any]) -> dict[str, Any]:
         """Another grading of this run's log (one that leaves tests out) with the witness's veto applied."""
         if self.witness is None or self.instance is None:
             return report
         return witness.confirm(self.instance, self.plan, report, self.witness)[0]
-
-    built: bool = True
-    """False when the patches changed compiled sources and the extensions then did not build (no test
-    ran; `BUILD_FAILED` in the log)."""
 
 
 @dataclass
