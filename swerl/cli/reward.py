@@ -105,9 +105,10 @@ def _add_execution_options(parser: argparse.ArgumentParser) -> None:
 def register(groups: argparse._SubParsersAction) -> None:
     group = groups.add_parser(
         "reward",
-        help="score model answers with the SWE-RL similarity reward",
+        help="score model answers with the SWE-RL similarity reward or the execution reward",
         description="The SWE-RL reward: -1 for a malformed answer, else the difflib similarity between the "
-        "predicted and the developers' diffs, averaged over changed files.",
+        "predicted and the developers' diffs, averaged over changed files. The execution reward "
+        "(--reward execution|hybrid): the row's tests, 1 resolved, 0 not, -1 malformed.",
     )
     commands = group.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
 
@@ -119,7 +120,10 @@ def register(groups: argparse._SubParsersAction) -> None:
         "each row back with `reward` and `reward_info` (the error kind, or per-file similarities; a JSON "
         "string in Parquet). A bad row gets reward null and an error; no row is ever dropped. The output "
         "appears only when complete. An input with no rows, or in which no row could be scored (a file of "
-        "another kind, missing columns), is an error and writes nothing.",
+        "another kind, missing columns), is an error and writes nothing. --reward execution reads rows in "
+        "SWE-bench's schema (instance_id, repo, base_commit, FAIL_TO_PASS, PASS_TO_PASS, test_patch) whose "
+        "answer is `model_patch` (a unified diff) or `output`; reward_info then says resolved or why not "
+        "(e.g. empty_patch, witness_veto).",
         epilog="example: swerl reward score --input answers.jsonl --output scored.jsonl --workers 2\n"
         "         swerl reward score --reward hybrid --input rows.jsonl --output scored.jsonl "
         "--clones ~/mirrors --offline",

@@ -42,13 +42,13 @@ _CONFIG_MODULES = {
 def register(groups: argparse._SubParsersAction) -> None:
     group = groups.add_parser(
         "train",
-        help="train a policy: GRPO with the SWE-RL reward, the SFT baseline, or RLEF",
+        help="train a policy: GRPO (SWE-RL, execution or hybrid reward), the SFT baseline, or RLEF",
         description="Train from a YAML config (see configs/ and docs/training.md). Every config field can be "
         "overridden with --set key=value; --fields lists them.",
     )
     commands = group.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
     for name, help_text in (
-        ("grpo", "GRPO on the SWE-RL similarity reward (G sampled answers per issue)"),
+        ("grpo", "GRPO on the SWE-RL similarity reward or the tests (`reward: execution|hybrid`)"),
         ("sft", "supervised fine-tuning on canonical answers built from the oracle patches"),
         ("rlef", "RLEF: multi-turn PPO with execution feedback on code_contests-shaped problems"),
     ):

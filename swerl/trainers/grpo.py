@@ -251,12 +251,15 @@ class GRPOTrainer(TrainLoop):
                 # A failed reward is raised here, after generation: every rank has then ended the round's
                 # collective sampling, as in the sequential path.
                 scored = scorer.results()
+                t2 = time.perf_counter()
             reward_seconds = scorer.busy_seconds
         else:
             groups = self.generate(prompts)
             t1 = time.perf_counter()
             scored = [self.reward_fn(e, group) for e, group in zip(examples, groups, strict=True)]
-            reward_seconds = time.perf_counter() - t1
+            t2 = time.perf_counter()
+            # One interval for both, so the sequential path's wait is exactly its reward time.
+            reward_seconds = t2 - t1
         results = [r for group in scored for r in group]
         completions = [c for group in groups for c in group]
         rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)
@@ -272,7 +275,7 @@ class GRPOTrainer(TrainLoop):
             _without_infra_errors(rewards.tolist(), results, cfg.num_generations),
             generate_seconds=t1 - t0,
             reward_seconds=reward_seconds,
-            reward_wait_seconds=time.perf_counter() - t1,
+            reward_wait_seconds=t2 - t1,
         )
 
     def sampling_params(self) -> SamplingParams:
