@@ -38,12 +38,13 @@ def write_files(root: Path, files: dict[str, str]) -> None:
         (root / name).write_text(text, encoding="utf-8")
 
 
-def build_calc(root: Path) -> tuple[ExecutionReward, Instance]:
-    """The repository as root/clones/acme__calc, mirrored offline into root/repos."""
+def build_calc(root: Path, more: dict[str, str] | None = None) -> tuple[ExecutionReward, Instance]:
+    """The repository as root/clones/acme__calc, mirrored offline into root/repos; `more`: files the
+    base commit has besides BASE."""
     repo = root / "clones" / "acme__calc"
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
-    write_files(repo, BASE)
+    write_files(repo, {**BASE, **(more or {})})
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "initial")
     base = git(repo, "rev-parse", "HEAD").strip()

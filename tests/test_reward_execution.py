@@ -378,6 +378,24 @@ def test_an_answer_that_rewrites_pytests_outcomes_from_inside_is_vetoed_by_the_w
     assert grade_log(inst, eval_plan(inst), "x", str(log))["resolved"] is True
 
 
+OWN_PLUGIN = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    outcome.get_result().user_properties.append(('plugin', 'calc'))\n"
+)
+
+
+def test_a_runtest_hook_the_repository_ships_is_its_own_unless_the_answer_changed_it(tmp_path: Path) -> None:
+    # Repositories that are pytest plugins (or ship one for their tests) implement runtest hooks in their
+    # own code: the gold patch, which leaves that file alone, must still resolve.
+    more = {"calc/plug.py": OWN_PLUGIN, "pytest.ini": "[pytest]\naddopts = -p calc.plug\n"}
+    reward, inst = build_calc(tmp_path, more)
+    gold = reward.score_patch(inst, inst.patch)
+    assert (gold.reward, gold.kind) == (1.0, "resolved"), gold
+    forced = reward.score_patch(inst, build_git_patch({"calc/plug.py": OWN_PLUGIN}, {"calc/plug.py": PLUGIN}))
+    assert (forced.reward, forced.error) == (0.0, "witness_veto"), forced
+    assert "pytest_runtest_makereport implemented in calc/plug.py" in str(forced.message)
+
+
 def test_a_patch_that_reads_the_fix_from_git_finds_nothing(
     setup: tuple[ExecutionReward, Instance], tmp_path: Path
 ) -> None:

@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import unidiff
+
+from swerl.edit_format import patch_paths
 from swerl.execution import witness
 from swerl.execution.base import BUILD_FAILED, TestRun, parse_pytest_report, test_files
 from swerl.execution.envs import (
@@ -384,7 +387,8 @@ class LocalBackend:
                     lines.append(built[1])
                 if built is None or built[0]:
                     watched = scratch / "witness.jsonl" if witness.witnessed(plan.test_cmd) else None
-                    code, output, timed_out = self._run(env, tree, scratch, plan.test_cmd, watched)
+                    changed = _changed_by(patch or "")
+                    code, output, timed_out = self._run(env, tree, scratch, plan.test_cmd, watched, changed)
                     seen = witness.read(watched) if watched is not None else None
                     lines += [
                         f": '{START}'",
@@ -457,11 +461,17 @@ class LocalBackend:
         return True, log
 
     def _run(
-        self, env: TestEnv, tree: Path, scratch: Path, script: str, witness_log: Path | None = None
+        self,
+        env: TestEnv,
+        tree: Path,
+        scratch: Path,
+        script: str,
+        witness_log: Path | None = None,
+        changed: Sequence[str] | None = None,
     ) -> tuple[int, str, bool]:
         """Run shell lines in the tree, sandboxed: (exit status, output, timed out). With `witness_log`,
         pytest loads the witness (`witness.py`), which appends its records there through a descriptor
-        the sandbox inherits: the file itself stays outside.
+        the sandbox inherits: the file itself stays outside; `changed`, the files the answer changed.
 
         The mirror stays outside: the tree's repository holds the base commit by itself (`checkout`),
         so code that calls git at import time (versioneer's `_version.py`) still finds a repository,
@@ -474,7 +484,7 @@ class LocalBackend:
                 plugin_dir = witness.install(scratch / "plugin")
                 fd = os.open(witness_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
                 stack.callback(os.close, fd)
-                test_env.update(witness.sandbox_env(plugin_dir, fd, test_env.get("PYTHONPATH")))
+                test_env.update(witness.sandbox_env(plugin_dir, fd, test_env.get("PYTHONPATH"), changed))
                 ro_paths.append(plugin_dir)
                 fds.append(fd)
             if self._bwrap is None:
@@ -522,6 +532,15 @@ class LocalBackend:
         if pairs:
             argv = [env.python, "-I", "-S", "-c", _LIMITER, json.dumps(pairs), *argv]
         return argv
+
+
+def _changed_by(patch: str) -> list[str] | None:
+    """The files `patch` changes; None for text the patch tools applied but unidiff cannot read, which
+    leaves the witness suspecting every runtest hook of the repository's code (the safe side)."""
+    try:
+        return patch_paths(patch)
+    except unidiff.UnidiffParseError:
+        return None
 
 
 class SandboxStartError(RuntimeError):

@@ -10,7 +10,8 @@ modules, before any conftest, test module or code under test is imported. It the
    to stdout, which the code under test shares, and closed to the test's own child processes);
 2. when the tests start and when the session ends, records what of that machinery was replaced since it
    loaded, and every runtest hook implementation that the code under test registered (one defined in a
-   file of the repository that is neither pytest's own, a conftest.py nor a test file).
+   file of the repository that is neither pytest's own, a conftest.py nor a test file, and that the
+   answer's patch changed: a plugin the repository itself ships, as the base commit has it, is its own).
 
 swerl compares these records with the statuses the harness parsed from the log. "Replaced since it
 loaded" is what makes this hold on pytest's own repository, where pytest *is* the code under test: the
@@ -37,6 +38,7 @@ import pluggy
 import pytest
 
 _FD_VAR = "SWERL_WITNESS_FD"
+_CHANGED_VAR = "SWERL_WITNESS_CHANGED"
 _ADDOPTS = "-p swerl_witness"
 _RUNTEST_HOOKS = (
     "pytest_runtestloop",
@@ -113,6 +115,17 @@ def _open_fd():
     return fd
 
 
+def _changed_files():
+    """The files the answer's patch changed (paths in the tree, as swerl names them), or None when swerl
+    did not say: then every runtest hook in the repository's own code counts as the code under test's."""
+    value = os.environ.pop(_CHANGED_VAR, None)
+    try:
+        return None if value is None else frozenset(json.loads(value))
+    except ValueError:
+        return None
+
+
+_CHANGED = _changed_files()
 _FD = _open_fd()
 _ROOT = os.path.realpath(os.getcwd())
 
@@ -191,6 +204,8 @@ def _foreign(function):
         return None
     if not path.startswith(_ROOT + os.sep) or (os.path.isfile(path) and _test_code(path)):
         return None  # installed plugins (outside the tree), conftest.py files and test files
+    if _CHANGED is not None and os.path.relpath(path, _ROOT).replace(os.sep, "/") not in _CHANGED:
+        return None  # the repository's own plugin as the base commit has it (an answer changed other files)
     return os.path.relpath(path, _ROOT) if path.startswith(_ROOT + os.sep) else path
 
 

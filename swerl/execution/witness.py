@@ -22,7 +22,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from swerl.execution.instances import Instance
 PLUGIN = "swerl_witness"
 """The plugin's module name in the sandbox (an answer may not add a module of that name)."""
 FD_VAR = "SWERL_WITNESS_FD"
+CHANGED_VAR = "SWERL_WITNESS_CHANGED"
 _SOURCE = Path(__file__).with_name(f"{PLUGIN}.py")
 _PYTEST = re.compile(r"^(?:\w+=\S*\s+)*(?:\S*/)?(?:pytest|py\.test|python[\d.]*\s+-m\s+pytest)(?:\s|$)", re.M)
 _KINDS = ("FAIL_TO_PASS", "PASS_TO_PASS")
@@ -51,11 +52,18 @@ def install(folder: Path) -> Path:
     return folder
 
 
-def sandbox_env(folder: Path, fd: int, pythonpath: str | None) -> dict[str, str]:
-    """The variables that load the plugin from `folder` and name its descriptor; the plugin removes
-    them again as it loads, so the tests see the harness's environment."""
+def sandbox_env(
+    folder: Path, fd: int, pythonpath: str | None, changed: Collection[str] | None = None
+) -> dict[str, str]:
+    """The variables that load the plugin from `folder` and name its descriptor and the files the
+    answer's patch changed (`changed`: a runtest hook the repository ships in a file the answer left
+    alone is the repository's own plugin, not the answer's); the plugin removes them again as it loads,
+    so the tests see the harness's environment."""
     paths = [str(folder), *([pythonpath] if pythonpath else [])]
-    return {"PYTEST_ADDOPTS": f"-p {PLUGIN}", FD_VAR: str(fd), "PYTHONPATH": os.pathsep.join(paths)}
+    env = {"PYTEST_ADDOPTS": f"-p {PLUGIN}", FD_VAR: str(fd), "PYTHONPATH": os.pathsep.join(paths)}
+    if changed is not None:
+        env[CHANGED_VAR] = json.dumps(sorted(changed))
+    return env
 
 
 @dataclass
