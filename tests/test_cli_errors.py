@@ -74,6 +74,7 @@ BAD_VALUES: dict[Callable[[str], object], tuple[str, ...]] = {
     cli_args.unit_interval: ("0", "1.5", "-0.1", "abc"),
     cli_args.proper_fraction: ("0", "1", "1.5", "abc"),
     cli_args.existing_file: ("sub", "missing.jsonl"),
+    cli_args.config_file: ("sub", "missing.yaml", "configs/missing.yaml"),
     cli_args.existing_dir: ("x.txt", "missing-dir"),
     cli_args.existing_path: ("missing-run",),
     cli_args.output_file: ("sub", "x.txt/out.jsonl"),

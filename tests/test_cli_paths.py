@@ -169,3 +169,21 @@ def test_agentless_model_is_a_path_unless_served(tmp_path: Path, monkeypatch: py
     _local_model(local)
     _local_model(served)
     assert (local.model, served.model) == (str(tmp_path / "runs/tiny"), "runs/tiny")
+
+
+def test_a_config_as_the_docs_write_it_works_from_another_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = parse_command_line(build_parser(), ["train", "grpo", "--config", "configs/grpo_tiny_cpu.yaml"])
+    shipped = Path(__file__).resolve().parents[1] / "configs" / "grpo_tiny_cpu.yaml"
+    assert args.config == shipped
+    assert f"using swerl's own {shipped}" in capsys.readouterr().err
+    # A config of this directory wins over the shipped one of the same name.
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "grpo_tiny_cpu.yaml").write_text("max_steps: 1\n", encoding="utf-8")
+    argv = ["train", "grpo", "--config", "configs/grpo_tiny_cpu.yaml"]
+    assert absolute_paths(parse_command_line(build_parser(), argv)).config == tmp_path / argv[-1]
+    with pytest.raises(SystemExit):
+        parse_command_line(build_parser(), ["train", "grpo", "--config", "configs/no_such.yaml"])
+    assert "no such file: configs/no_such.yaml (swerl's own configs are in" in capsys.readouterr().err

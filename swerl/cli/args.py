@@ -199,6 +199,26 @@ def existing_file(text: str) -> Path:
     return path
 
 
+CHECKOUT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+"""The configs of the checkout swerl runs from (installed editable, as bootstrap.sh installs it)."""
+
+
+def config_file(text: str) -> Path:
+    """`--config`: an existing file; a relative path that is not one here but is one of the checkout's
+    own configs (`configs/grpo_tiny_cpu.yaml`, as the docs write it) is that config, said on stderr, so
+    the docs' commands work from any directory. The paths inside a config stay relative to here."""
+    path = Path(text)
+    if path.is_file() or path.is_dir() or path.is_absolute():
+        return existing_file(text)
+    parts = path.parts[1:] if path.parts[:1] == ("configs",) else path.parts
+    shipped = CHECKOUT_CONFIGS.joinpath(*parts) if parts else CHECKOUT_CONFIGS
+    if shipped.is_file():
+        print(f"swerl: {text} is not in this directory; using swerl's own {shipped}", file=sys.stderr)
+        return shipped
+    hint = f" (swerl's own configs are in {CHECKOUT_CONFIGS})" if CHECKOUT_CONFIGS.is_dir() else ""
+    raise argparse.ArgumentTypeError(f"no such file: {text}{hint}")
+
+
 def existing_dir(text: str) -> Path:
     """A path that is a directory now."""
     path = Path(text)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from swerl.cli import silence_library_progress
-from swerl.cli.args import absolute, existing_file, local_or_name
+from swerl.cli.args import absolute, config_file, local_or_name
 from swerl.errors import UserError
 
 # Subcommand -> (trainer module under swerl.trainers, its config class, what its run directory holds,
@@ -60,7 +60,10 @@ def register(groups: argparse._SubParsersAction) -> None:
             epilog=f"example:\n  swerl train {name} --config configs/{name}_tiny_cpu.yaml {example}",
         )
         sub.add_argument(
-            "--config", type=existing_file, help="YAML file of config fields (required to train)"
+            "--config",
+            type=config_file,
+            help="YAML file of config fields (required to train); configs/NAME.yaml falls back to swerl's "
+            "own configs folder when it is not in this directory",
         )
         sub.add_argument(
             "--set",
