@@ -346,8 +346,8 @@ def test_when_no_recipe_can_be_built_the_error_names_each_step_and_its_log(tmp_p
     assert not list((tmp_path / "envs" / "auto").glob("*/[!.]*"))  # nothing half-made left
 
 
-@pytest.mark.usefixtures("no_index")
-def test_a_half_made_environment_is_rebuilt(wheelhouse: Path, tmp_path: Path) -> None:  # noqa: F811
+def _plain_project(tmp_path: Path) -> tuple[Instance, Path]:
+    """A project with no dependencies and one passing test, and a checkout of its base commit."""
     files = {
         "pyproject.toml": PYPROJECT.format(name="plain", dependencies=""),
         "plain/__init__.py": "X = 1\n",
@@ -356,6 +356,12 @@ def test_a_half_made_environment_is_rebuilt(wheelhouse: Path, tmp_path: Path) ->
     instance = _git_repo(tmp_path / "clones", "acme/plain", files)
     repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
     tree = repos.checkout(instance.repo, instance.base_commit, tmp_path / "tree")
+    return instance, tree
+
+
+@pytest.mark.usefixtures("no_index")
+def test_a_half_made_environment_is_rebuilt(wheelhouse: Path, tmp_path: Path) -> None:  # noqa: F811
+    instance, tree = _plain_project(tmp_path)
     envs = EnvManager(tmp_path / "envs", wheelhouse=wheelhouse)
     recipe = recipes_for(tree, dt.date(2025, 1, 1), envs.available_pythons(), preferred=HERE, dated=False)[0]
     killed = tmp_path / "envs" / "auto" / "acme__plain" / f"{recipe.name}-{recipe.key()}"
@@ -369,14 +375,7 @@ def test_an_environment_copied_with_its_cache_is_built_again_where_it_now_is(
     wheelhouse: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    files = {
-        "pyproject.toml": PYPROJECT.format(name="plain", dependencies=""),
-        "plain/__init__.py": "X = 1\n",
-        "tests/test_plain.py": "from plain import X\n\n\ndef test_x():\n    assert X\n",
-    }
-    instance = _git_repo(tmp_path / "clones", "acme/plain", files)
-    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
-    tree = repos.checkout(instance.repo, instance.base_commit, tmp_path / "tree")
+    instance, tree = _plain_project(tmp_path)
     first = EnvManager(tmp_path / "envs", wheelhouse=wheelhouse).env_for(instance, tree)
     assert Path(first.python).is_relative_to(tmp_path / "envs")
     shutil.copytree(tmp_path / "envs", tmp_path / "copied", symlinks=True)
