@@ -65,7 +65,6 @@ CFG = RunConfig(
     model_name="scripted",
     num_samples=4,
     model_localization=False,
-    regression=True,
     reproduction=True,
     reproduction_samples=1,
     feedback_turns=2,
@@ -108,11 +107,6 @@ def test_feedback_turns_fix_the_majority_and_resume_after_a_kill(
     assert all(params.n == 1 for params in engine.calls)
     row = json.loads(stage_path(out, "feedback").read_text().splitlines()[-1])
     assert row["done"] is True
-    assert row["tests"]["regression"] == [
-        "tests/test_stats.py::test_empty",
-        "tests/test_stats.py::test_median_even",
-        "tests/test_stats.py::test_median_odd",
-    ]
     assert row["tests"]["reproduction"] == ["test_swerl_reproduction_0.py"]
     assert [len(e["turns"]) for e in row["episodes"]] == [2, 2, 2, 1]
     assert [e["stopped"] for e in row["episodes"]] == ["passed"] * 4
@@ -124,8 +118,8 @@ def test_feedback_turns_fix_the_majority_and_resume_after_a_kill(
     prediction = json.loads(stage_path(out, "predictions").read_text())
     assert "return total / len(values)\n" in prediction["model_patch"]
     assert prediction["metadata"]["feedback_turns"] == 2
-    # The second run: the 3 new answers, one distinct patch, run once; then rerank (two baselines, one group).
-    assert ctx.backend.runs == 1 + 4  # type: ignore[attr-defined]
+    # The second run: the 3 new answers, one distinct patch, run once; then rerank (baseline, one group).
+    assert ctx.backend.runs == 1 + 2  # type: ignore[attr-defined]
 
 
 class ScriptedBackend:
@@ -168,6 +162,33 @@ def test_a_turn_runs_each_distinct_patch_once_and_leaves_infra_errors_without_fe
     # Run again (a resumed phase): the episodes with feedback wait for their answers; nothing runs.
     turns.give_feedback(instance, backend, tests, episodes, max_turns=2)
     assert len(backend.patches) == 4
+
+
+class BaseBackend:
+    """The base commit's outcomes: two repository tests, one passing; a reproduction test per file,
+    the first failing."""
+
+    def run_tests(self, instance: Instance, tests: Sequence[str], patches: Sequence[str] = ()) -> TestRun:
+        if patches:
+            return TestRun(
+                "ok",
+                {"test_swerl_reproduction_0.py::test_a": "FAILED"}
+                | {"test_swerl_reproduction_1.py::test_b": "PASSED"},
+            )
+        return TestRun("ok", {"tests/test_x.py::test_ok": "PASSED", "tests/test_x.py::test_bad": "FAILED"})
+
+
+def test_public_tests_pass_at_the_base_or_reproduce_the_issue_there() -> None:
+    instance = Instance("i", "o/r", "0" * 40, "issue")
+    sources = ["def test_a():\n    assert False\n", "def test_b():\n    pass\n"]
+    found = turns.public_tests(instance, BaseBackend(), ["tests/test_x.py"], sources, [])
+    assert found.regression == ("tests/test_x.py::test_ok",)
+    assert found.reproduction == ("test_swerl_reproduction_0.py",)
+    assert "test_swerl_reproduction_0.py" in found.reproduction_patch
+    assert "test_swerl_reproduction_1.py" not in found.reproduction_patch
+    assert turns.PublicTests.from_row(found.to_row()) == found
+    notes: list[str] = []
+    assert turns.public_tests(instance, BaseBackend(), None, [], notes).empty
 
 
 def test_without_public_tests_patches_end_and_bad_edits_still_get_feedback() -> None:
