@@ -23,6 +23,7 @@ the phase in flight; the last row of an instance wins and `done` says it has not
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,7 @@ from agentless.rerank.select import (
 from agentless.sampling import Messages, PromptTooLong, TextSampler
 from swerl.execution.base import ExecutionBackend, TestRun
 from swerl.execution.instances import Instance
-from swerl.reward.execution import in_threads, once_per_change
+from swerl.reward.execution import normalized_patch
 
 Row = dict[str, Any]
 STOPS = ("passed", "no_tests", "max_turns", "infra_error", "prompt_too_long")
@@ -133,7 +134,11 @@ def run_distinct(
                 continue
         return None
 
-    return once_per_change(patches, lambda distinct: in_threads(one, distinct, workers))
+    distinct = list(dict.fromkeys(normalized_patch(p) for p in patches))
+    first = {normalized_patch(p): p for p in reversed(patches)}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        runs = dict(zip(distinct, pool.map(lambda key: one(first[key]), distinct), strict=True))
+    return [runs[normalized_patch(p)] for p in patches]
 
 
 # -- episodes -------------------------------------------------------------------------------------------

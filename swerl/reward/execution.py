@@ -46,7 +46,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 import unidiff
 
@@ -73,7 +73,6 @@ if TYPE_CHECKING:
 Kind = Literal["resolved", "unresolved", "malformed", "not_executable", "infra_error"]
 Shaping = Literal["none", "fail_to_pass"]
 SHAPINGS: tuple[str, ...] = ("none", "fail_to_pass")
-T = TypeVar("T")
 Engine = Literal["threads", "ray"]
 ENGINES: tuple[str, ...] = ("threads", "ray")
 
@@ -192,22 +191,6 @@ def normalized_patch(patch: str) -> str:
     trailing blanks (a model rarely writes the same hash line twice)."""
     lines = [line for line in patch.splitlines() if not line.startswith("index ")]
     return "\n".join(line.rstrip() for line in lines).strip()
-
-
-def once_per_change(patches: Sequence[str], run: Callable[[list[str]], Sequence[T]]) -> list[T]:
-    """`run` on each distinct change among `patches` (equal `normalized_patch`; the first spelling runs),
-    its result given to every patch making that change: a group of answers pays one test run per change.
-    Results of equal changes are the same object."""
-    distinct = list(dict.fromkeys(map(normalized_patch, patches)))
-    first = {normalized_patch(p): p for p in reversed(patches)}
-    results = dict(zip(distinct, run([first[k] for k in distinct]), strict=True))
-    return [results[normalized_patch(p)] for p in patches]
-
-
-def in_threads(work: Callable[[str], T], items: Sequence[str], workers: int) -> list[T]:
-    """`work` of each item, `workers` at a time (a test run is a sandboxed process: threads suffice)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(work, items))
 
 
 def _not_a_diff(patch: str) -> ExecutionResult | None:
@@ -344,14 +327,16 @@ class ExecutionReward:
         # A patch that does not parse is judged alone: it may share its normalized text with one that
         # does (a last context line of blanks cut off), and must not take that one's verdict or give it -1.
         broken = {i: r for i, p in enumerate(patches) if isinstance(p, str) and (r := _not_a_diff(p))}
-        texts = {i: p for i, p in enumerate(patches) if isinstance(p, str) and i not in broken}
-
-        def judge(jobs: list[str]) -> list[ExecutionResult]:
-            if self.engine == "ray":
-                return self._on_ray(instance, jobs)
-            return in_threads(lambda patch: self.score_patch(instance, patch), jobs, self.workers)
-
-        verdicts = dict(zip(texts, once_per_change(list(texts.values()), judge), strict=True))
+        texts = [p for i, p in enumerate(patches) if isinstance(p, str) and i not in broken]
+        distinct = list(dict.fromkeys(map(normalized_patch, texts)))
+        first = {normalized_patch(p): p for p in reversed(texts)}
+        jobs = [first[k] for k in distinct]
+        if self.engine == "ray":
+            judged = self._on_ray(instance, jobs)
+        else:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+                judged = list(pool.map(lambda patch: self.score_patch(instance, patch), jobs))
+        verdicts = dict(zip(distinct, judged, strict=True))
         out = []
         for i, patch in enumerate(patches):
             if i in broken:
@@ -359,7 +344,7 @@ class ExecutionReward:
             elif isinstance(patch, FormatError):
                 out.append(ExecutionResult(-1.0, "malformed", str(patch.kind.value), str(patch)))
             else:
-                out.append(_copy(verdicts[i]))
+                out.append(_copy(verdicts[normalized_patch(patch)]))
         return out
 
     def _on_ray(self, instance: Instance, patches: Sequence[str]) -> list[ExecutionResult]:
