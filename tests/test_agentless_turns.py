@@ -96,8 +96,13 @@ def test_feedback_turns_fix_the_majority_and_resume_after_a_kill(
         ["test_swerl_reproduction_0.py"],
         [],
     ]
-    assert "search_not_found" in episodes[2]["turns"][0]["error"]
-    assert episodes[2]["turns"][0]["feedback"]  # an edit that does not apply gets feedback, no run
+    # The RLEF repository environment's feedback, from the real pytest log: the failing reproduction
+    # test and its assertion; for the edit that does not apply, which SEARCH text was not found.
+    wrong = episodes[0]["turns"][0]["feedback"]
+    assert "1 of 1 public tests fail:\nFAILED test_swerl_reproduction_0.py::test_repro" in wrong
+    assert "assert 4.0 == 3" in wrong and "Give your whole answer again" in wrong
+    assert episodes[2]["turns"][0]["error"] == "search_not_found"
+    assert "A SEARCH block does not match the file exactly" in episodes[2]["turns"][0]["feedback"]
     assert [e["stopped"] for e in episodes] == [None, None, None, "passed"]
 
     engine = ScriptedEngine(_answer)
@@ -193,7 +198,14 @@ def test_public_tests_pass_at_the_base_or_reproduce_the_issue_there() -> None:
 
 def test_without_public_tests_patches_end_and_bad_edits_still_get_feedback() -> None:
     instance = Instance("i", "o/r", "0" * 40, "issue")
-    episodes = [_episode(0, "bad\n"), _episode(1, "", error="search_not_found")]
+    episodes = [
+        _episode(0, "bad\n"),
+        _episode(1, "", error="search_not_found"),
+        _episode(2, "", "syntax_error"),
+    ]
     turns.give_feedback(instance, ScriptedBackend(), turns.PublicTests((), (), ""), episodes, max_turns=2)
-    assert [e["stopped"] for e in episodes] == ["no_tests", None]
-    assert episodes[1]["turns"][-1]["feedback"]
+    assert [e["stopped"] for e in episodes] == ["no_tests", None, None]
+    assert episodes[1]["turns"][-1]["feedback"].startswith("A SEARCH block does not match")
+    assert episodes[2]["turns"][-1]["feedback"].startswith(
+        "Your edits leave a Python file that does not parse"
+    )

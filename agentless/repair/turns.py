@@ -36,9 +36,17 @@ from agentless.rerank.select import (
     reproduction_files,
 )
 from agentless.sampling import Messages, PromptTooLong, TextSampler
+from swerl.edit_format import FormatError, FormatErrorKind
+from swerl.environments.repository import (
+    DEFAULT_FEEDBACK_CHARS,
+    NEXT_ANSWER,
+    RepoJob,
+    render_format_error,
+    render_test_feedback,
+)
 from swerl.execution.base import ExecutionBackend, TestRun
 from swerl.execution.instances import Instance
-from swerl.reward.execution import normalized_patch
+from swerl.reward.execution import ExecutionResult, normalized_patch
 
 Row = dict[str, Any]
 STOPS = ("passed", "no_tests", "max_turns", "infra_error", "prompt_too_long")
@@ -100,13 +108,36 @@ def public_tests(
 
 # -- the feedback text ----------------------------------------------------------------------------------
 
+_CANDIDATE_CHECKS = {
+    "syntax_error": "Your edits leave a Python file that does not parse, so nothing ran.",
+    "no_change": "Your edits leave every file as it was, so nothing ran.",
+    "bad_path": "An edit names a path outside the repository, so nothing ran.",
+}
+"""The candidate checks Agentless adds to the format's own (`agentless.repair.candidates`)."""
 
-def _placeholder_feedback(turn: Row, run: TestRun | None, failed: Sequence[str]) -> str:
-    """Stand-in for the RLEF repository environment's renderer, until it lands in the core."""
+
+def render_feedback(
+    instance: Instance,
+    turn: Mapping[str, Any],
+    run: TestRun | None,
+    tests: PublicTests,
+    max_chars: int = DEFAULT_FEEDBACK_CHARS,
+) -> str:
+    """The feedback on an answer: the RLEF repository environment's renderer, on the public tests' run
+    (`run`), or on the edits that could not become a patch (`run` None). A reproduction test file that
+    did not collect counts as one failing test under its path."""
     if run is None:
-        return f"Your edits could not be used ({turn.get('error')}): {turn.get('message', '')}"
-    listed = "\n".join(failed[:20])
-    return f"Your patch fails these tests ({run.status}):\n{listed}\n\n{run.log[-1500:]}"
+        kind, message = str(turn.get("error")), str(turn.get("message") or "")
+        if kind in _CANDIDATE_CHECKS:
+            return f"{_CANDIDATE_CHECKS[kind]}\n```\n{message[-600:]}\n```\n{NEXT_ANSWER}"
+        known = kind if kind in set(FormatErrorKind) else FormatErrorKind.NO_BLOCKS
+        return render_format_error(FormatError(FormatErrorKind(known), message))
+    ran = [t for t in run.results if t.split("::", 1)[0] in tests.reproduction]
+    unrun = [p for p in tests.reproduction if not any(t.split("::", 1)[0] == p for t in ran)]
+    error = {"apply_failed": "patch_does_not_apply", "build_failed": "does_not_build"}.get(run.status)
+    result = ExecutionResult(0.0, "unresolved", error, log=run.log, statuses=dict(run.results))
+    job = RepoJob(instance, str(turn.get("patch") or ""), public=(*tests.regression, *ran, *unrun))
+    return render_test_feedback(result, job, max_chars)
 
 
 # -- running the public tests ---------------------------------------------------------------------------
@@ -177,7 +208,6 @@ def give_feedback(
     tests: PublicTests,
     episodes: Sequence[Row],
     max_turns: int,
-    render: Callable[[Row, TestRun | None, Sequence[str]], str] = _placeholder_feedback,
 ) -> None:
     """The run phase of a turn, in place: each open episode's last answer is run (or judged unusable)
     and either ends the episode or gets its feedback."""
@@ -204,11 +234,11 @@ def give_feedback(
         if not failed:
             episode["stopped"] = "passed"
         else:
-            turn["feedback"] = render(turn, run, failed)
+            turn["feedback"] = render_feedback(instance, turn, run, tests)
     for episode in open_:
         turn = episode["turns"][-1]
         if not turn["patch"]:
-            turn["feedback"] = render(turn, None, [])
+            turn["feedback"] = render_feedback(instance, turn, None, tests)
 
 
 def answer_again(
