@@ -439,13 +439,15 @@ def feedback(
     tests = turns.PublicTests.from_row(state["tests"])
     sources, _, messages = _repair_prompt(inst, loc_row, ctx, cfg)
     read = _base_reader(inst, ctx, sources)
-    while any(e["stopped"] is None for e in state["episodes"]):
-        turns.give_feedback(inst, ctx.backend, tests, state["episodes"], cfg.feedback_turns)
-        save(state)
-        turns.answer_again(
-            ctx.sampler, messages, state["episodes"], read, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed
-        )
-        save(state)
+    episodes = state["episodes"]
+    while any(
+        e["stopped"] is None for e in episodes
+    ):  # each phase saves what it moved on (resumed: maybe none)
+        if turns.give_feedback(inst, ctx.backend, tests, episodes, cfg.feedback_turns):
+            save(state)
+        sampler, new_tokens = ctx.sampler, cfg.max_new_tokens
+        if turns.answer_again(sampler, messages, episodes, read, max_new_tokens=new_tokens, seed=cfg.seed):
+            save(state)
     return {**state, "done": True}
 
 

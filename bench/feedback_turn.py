@@ -54,8 +54,8 @@ def one_turn(
     patch: str,
     prompt: list[dict[str, str]],
     tokenizer: object,
-) -> tuple[float, int, int]:
-    """(seconds, feedback tokens, dialog tokens) of one turn's work on `patch`."""
+) -> tuple[float, str, int]:
+    """(seconds, the feedback, dialog tokens) of one turn's work on `patch`."""
     start = time.perf_counter()
     turn = {"answer": "answer", "patch": patch, "paths": [], "error": None, "message": ""}
     episode = {"index": 0, "temperature": 0.0, "stopped": None, "turns": [turn]}
@@ -63,8 +63,7 @@ def one_turn(
     ids = prompt_ids(tokenizer, turns.dialog(prompt, episode))
     json.dumps({"instance_id": instance.instance_id, "episodes": [episode]})
     seconds = time.perf_counter() - start
-    feedback = str(episode["turns"][-1].get("feedback"))
-    return seconds, len(tokenizer(feedback, add_special_tokens=False)["input_ids"]), len(ids)  # type: ignore[operator]
+    return seconds, str(episode["turns"][-1].get("feedback")), len(ids)
 
 
 def main() -> None:
@@ -77,6 +76,7 @@ def main() -> None:
     parser.add_argument("--tokenizer", required=True, help="a model folder (its chat template)")
     parser.add_argument("--instance-ids", nargs="+", required=True)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--show-feedback", action="store_true", help="print each instance's feedback text")
     args = parser.parse_args()
     backend = cached_backend(args.cache_dir, clones=args.clones, offline=True)
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
@@ -92,22 +92,23 @@ def main() -> None:
         backend.run_tests(instance, ids, [patch, tests.reproduction_patch])  # warm
         turn_s, bare_s = [], []
         failed = 0
-        dialog_tokens = feedback_tokens = 0
+        dialog_tokens, feedback = 0, ""
         for _ in range(args.repeat):
             start = time.perf_counter()
             run = backend.run_tests(instance, ids, [patch, tests.reproduction_patch])
             bare_s.append(time.perf_counter() - start)
             failed = len(tests.failures(run))
-            seconds, feedback_tokens, dialog_tokens = one_turn(
-                backend, instance, tests, patch, prompt, tokenizer
-            )
+            seconds, feedback, dialog_tokens = one_turn(backend, instance, tests, patch, prompt, tokenizer)
             turn_s.append(seconds)
         t, b = statistics.median(turn_s), statistics.median(bare_s)
+        feedback_tokens = len(tokenizer(feedback, add_special_tokens=False)["input_ids"])
         print(
             f"| {instance.instance_id} | {len(ids)} | {failed} | {feedback_tokens} | {dialog_tokens} | "
             f"{t:.2f} | {b:.2f} | {t / b:.2f}x |",
             flush=True,
         )
+        if args.show_feedback:
+            print(f"\n{feedback}\n", flush=True)
 
 
 if __name__ == "__main__":

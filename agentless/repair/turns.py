@@ -208,9 +208,9 @@ def give_feedback(
     tests: PublicTests,
     episodes: Sequence[Row],
     max_turns: int,
-) -> None:
+) -> int:
     """The run phase of a turn, in place: each open episode's last answer is run (or judged unusable)
-    and either ends the episode or gets its feedback."""
+    and either ends the episode or gets its feedback. Returns how many episodes it moved on."""
     open_ = [e for e in episodes if e["stopped"] is None and "feedback" not in e["turns"][-1]]
     for episode in open_:
         if len(episode["turns"]) > max_turns:
@@ -239,6 +239,7 @@ def give_feedback(
         turn = episode["turns"][-1]
         if not turn["patch"]:
             turn["feedback"] = render_feedback(instance, turn, None, tests)
+    return len(open_)
 
 
 def answer_again(
@@ -249,9 +250,10 @@ def answer_again(
     *,
     max_new_tokens: int,
     seed: int,
-) -> None:
+) -> int:
     """The answer phase of a turn, in place: every open episode whose last answer has its feedback gets
-    its next answer (greedy episodes greedily, the others at their temperature)."""
+    its next answer (greedy episodes greedily, the others at their temperature). Returns how many
+    episodes it moved on."""
     waiting = [e for e in episodes if e["stopped"] is None and "feedback" in e["turns"][-1]]
     for temperature in sorted({e["temperature"] for e in waiting}):
         group = [e for e in waiting if e["temperature"] == temperature]
@@ -265,6 +267,7 @@ def answer_again(
             stop, index = sample.finish_reason, episode["index"]
             cand = make_candidate(index, sample.text, read, temperature=temperature, finish_reason=stop)
             episode["turns"].append(_answer_row(cand.to_row()))
+    return len(waiting)
 
 
 def _sample(
