@@ -440,9 +440,8 @@ def feedback(
     sources, _, messages = _repair_prompt(inst, loc_row, ctx, cfg)
     read = _base_reader(inst, ctx, sources)
     episodes = state["episodes"]
-    while any(
-        e["stopped"] is None for e in episodes
-    ):  # each phase saves what it moved on (resumed: maybe none)
+    # Each phase saves its state when it moved an episode on (a resumed phase may have nothing to do).
+    while any(e["stopped"] is None for e in episodes):
         if turns.give_feedback(inst, ctx.backend, tests, episodes, cfg.feedback_turns):
             save(state)
         sampler, new_tokens = ctx.sampler, cfg.max_new_tokens
