@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=Path("runs/agentless-cache"))
     parser.add_argument("--instance-ids", nargs="+", default=sorted(REPRODUCTIONS))
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--feedback-turns", type=int, default=2, help="0: the same run without feedback")
     args = parser.parse_args()
     backend = cached_backend(args.cache_dir, clones=args.clones, offline=True)
     instances = load_instances(args.dataset, instance_ids=args.instance_ids)
@@ -110,9 +111,13 @@ def main() -> None:
         regression=True,
         reproduction=True,
         reproduction_samples=1,
-        feedback_turns=2,
+        feedback_turns=args.feedback_turns,
     )
     predictions = run(instances, args.out, ctx, cfg)
+    report = evaluate_local(instances, read_predictions(predictions), backend, args.out / "eval")
+    if args.feedback_turns == 0:
+        print(f"resolved without feedback: {report['resolved_ids']}")
+        return
     feedback = {
         row["instance_id"]: row
         for row in map(json.loads, stage_path(args.out, "feedback").read_text().splitlines())
@@ -121,7 +126,6 @@ def main() -> None:
         row["instance_id"]: row
         for row in map(json.loads, stage_path(args.out, "rerank").read_text().splitlines())
     }
-    report = evaluate_local(instances, read_predictions(predictions), backend, args.out / "eval")
     columns = ["instance", "public tests (regression + reproduction)", "answers per sample"]
     columns += ["first answers' failures", "stopped", "rerank group", "resolved"]
     print(f"| {' | '.join(columns)} |\n|{'---|' * len(columns)}")
