@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
-from calc_repo import OPS, build_calc
+from calc_repo import ISOLATION, OPS, build_calc
 
 from swerl.edit_format import SearchReplace, edits_to_text
 from swerl.environments.dialog import Answer, ChatRenderer, EpisodeConfig, evaluate_dialogs, run_episodes
@@ -183,3 +184,32 @@ def test_a_run_that_cannot_happen_is_no_verdict(tokenizer: object, calc: tuple) 
         nk=((1, 1),),
     )
     assert report.unjudged == 2 and report.rates[0].problems == 0
+
+
+def test_train_rlef_on_repository_rows(tmp_path: Path, calc: tuple) -> None:
+    """`swerl train rlef` with task_source: repository, end to end on the calc row (one step)."""
+
+    from swerl.trainers.rlef import RLEFConfig, run
+
+    reward, _, row = calc
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    root = Path(__file__).resolve().parents[1]
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    clones = reward.backend.repos.mirror_dir
+    overrides = [
+        f"model_name_or_path={model}",
+        f"output_dir={tmp_path / 'run'}",
+        f"train_file={rows}",
+        f"execution_clones={clones}",
+        f"execution_cache_dir={tmp_path / 'cache'}",
+        "execution_offline=true",
+        f"execution_isolation={ISOLATION}",
+        "max_steps=1",
+        "prompts_per_step=1",
+        "max_completion_length=8",
+    ]
+    config = RLEFConfig.from_yaml(root / "configs/rlef_repo_tiny_cpu.yaml", overrides)
+    result = run(config, progress=False)
+    assert result["train_problems"] == 1 and len(result["history"]) == 1
+    assert {"reward", "solve_rate", "unjudged"} <= set(result["history"][0])

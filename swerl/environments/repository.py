@@ -36,6 +36,7 @@ from typing import Any
 
 from swerl.edit_format import FormatError, FormatErrorKind, patch_paths
 from swerl.environments.dialog import Answer, Judge, Outcome, Task
+from swerl.errors import UserError
 from swerl.execution.base import BUILD_FAILED
 from swerl.execution.harness import END, START
 from swerl.execution.instances import Instance
@@ -83,7 +84,7 @@ def row_public_tests(row: Mapping[str, Any], instance: Instance) -> tuple[str, .
     chosen = tuple(str(t) for t in named)
     unknown = [t for t in chosen if t not in instance.fail_to_pass]
     if unknown or not chosen or len(set(chosen)) >= len(set(instance.fail_to_pass)):
-        raise ValueError(
+        raise UserError(
             f"{instance.instance_id}: {PUBLIC_TESTS_COLUMN} must name some but not all FAIL_TO_PASS tests"
             + (f" (not FAIL_TO_PASS: {', '.join(unknown[:3])})" if unknown else "")
         )
