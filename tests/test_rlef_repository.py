@@ -213,3 +213,15 @@ def test_train_rlef_on_repository_rows(tmp_path: Path, calc: tuple) -> None:
     result = run(config, progress=False)
     assert result["train_problems"] == 1 and len(result["history"]) == 1
     assert {"reward", "solve_rate", "unjudged"} <= set(result["history"][0])
+
+
+def test_a_public_test_sharing_a_private_tests_method_name_is_still_shown() -> None:
+    public, private = "t.py::TestB::test_x[1]", "t.py::TestA::test_x[1]"
+    log = "\n".join(
+        ["____ TestB.test_x[1] ____", "E   assert 1 == 2", "____ TestA.test_x[1] ____", "E   hidden"]
+    )
+    result = ExecutionResult(0.0, "unresolved", log=log, statuses={public: "FAILED", private: "FAILED"})
+    job = RepoJob(Instance("a__b-1", "a/b", "c", "i"), "patch", (public,), (private,))
+    text = render_test_feedback(result, job, max_chars=1200)
+    assert f"FAILED {public}" in text and "assert 1 == 2" in text
+    assert "TestA" not in text and "hidden" not in text
