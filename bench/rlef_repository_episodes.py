@@ -10,7 +10,9 @@ tests, three scripted dialogs and one sampled one run through `run_episodes` and
 - gold: the row's own fix as SEARCH/REPLACE edits first: must end at turn 1 with +1;
 - no-op: a comment appended to a shown file (a patch that changes nothing the tests see): the public
   failures each turn, -1 at the end;
-- model: `--model` sampled for `--turns` answers (tiny: a random tiny Llama built here).
+- special: with `--special FILE` (JSON: instance id -> answer text), answers written to pass what the
+  public feedback showed and nothing more: they must pass the public tests and fail the grade;
+- model: `--model` sampled for `--turns` answers (tiny: a random tiny Llama built here; none: skip).
 
 Reports each turn's wall time split into sampling and judging, and the feedback texts, as JSON.
 """
@@ -92,6 +94,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--special", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
@@ -102,7 +105,7 @@ def main() -> None:
     print(found.summary())
     by_id = {str(r["instance_id"]): r for r in rows}
     model_path = args.model
-    if model_path == "tiny":
+    if model_path in ("tiny", "none"):  # the scripted runs only need a chat template: the tiny one's
         model_path = str(build_tiny_model(Path(tempfile.mkdtemp()) / "tiny", seed=0))
     model, tokenizer = load_model_and_tokenizer(model_path)
     renderer = ChatRenderer(tokenizer)
@@ -112,14 +115,26 @@ def main() -> None:
     )
     tasks = found.tasks
     report: dict[str, Any] = {"rows": [t.name for t in tasks], "skipped": found.skipped}
-    for name, answers in (
-        ("gold", [gold_answer(by_id[t.name], t) for t in tasks]),
-        ("noop", [noop_answer(t) for t in tasks]),
+    special = json.loads(args.special.read_text(encoding="utf-8")) if args.special else {}
+    for name, chosen, answers in (
+        ("gold", tasks, [gold_answer(by_id[t.name], t) for t in tasks]),
+        ("noop", tasks, [noop_answer(t) for t in tasks]),
+        (
+            "special",
+            [t for t in tasks if t.name in special],
+            [special[t.name] for t in tasks if t.name in special],
+        ),
     ):
+        if not chosen:
+            continue
         t0 = time.perf_counter()
-        episodes = run_episodes(Scripted(tokenizer, answers), renderer, tasks, config, judge)
+        episodes = run_episodes(Scripted(tokenizer, answers), renderer, chosen, config, judge)
         report[name] = {"seconds": time.perf_counter() - t0, "episodes": [describe(ep) for ep in episodes]}
         print(name, [(d["task"], d["turns"], d["rewards"]) for d in report[name]["episodes"]])
+    if args.model == "none":
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+        return
     engine = HFEngine(model, tokenizer, batch_size=8)
     t0 = time.perf_counter()
     episodes = run_episodes(engine, renderer, tasks, config, judge)
