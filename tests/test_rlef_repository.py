@@ -225,3 +225,31 @@ def test_a_public_test_sharing_a_private_tests_method_name_is_still_shown() -> N
     text = render_test_feedback(result, job, max_chars=1200)
     assert f"FAILED {public}" in text and "assert 1 == 2" in text
     assert "TestA" not in text and "hidden" not in text
+
+
+def test_eval_repository_cli(tmp_path: Path, calc: tuple, capsys: pytest.CaptureFixture[str]) -> None:
+    """`swerl eval repository`: 1@3 with feedback and with independent answers, rows left out counted."""
+    import argparse
+
+    from swerl.cli import eval as eval_cli
+
+    reward, instance, row = calc
+    one = instance_to_row(instance) | {"instance_id": "acme__calc-9", "FAIL_TO_PASS": json.dumps([PUBLIC])}
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in (row, one)), encoding="utf-8")
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    common = ["eval", "repository", "--model", str(model), "--data", str(rows), "--offline"]
+    common += ["--clones", str(reward.backend.repos.mirror_dir), "--cache-dir", str(tmp_path / "cache")]
+    common += ["--samples", "3", "--max-new-tokens", "8", "--quiet"]
+    if ISOLATION == "none":
+        common.append("--unsafe-no-isolation")
+    for flag in ([], ["--no-feedback"]):
+        parser = argparse.ArgumentParser()
+        eval_cli.register(parser.add_subparsers(dest="group"))
+        out = tmp_path / f"report{len(flag)}.json"
+        args = parser.parse_args([*common, *flag, "--output", str(out)])
+        assert args.run(args) == 0
+        report = json.loads(out.read_text())
+        assert report["rates"][0]["k"] == 3 and report["rates"][0]["problems"] == 1
+        assert report["episodes"] == 3 and report["feedback"] == ("none" if flag else "execution")
+    assert "1 repository tasks; left out: 1 one_fail_to_pass" in capsys.readouterr().err
