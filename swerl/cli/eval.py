@@ -14,14 +14,15 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from swerl.cli.args import (
+    existing_dir,
     local_or_name,
     model_name,
     nonnegative_float,
     nonnegative_int,
+    output_dir,
     output_file,
     positive_int,
     unit_interval,
@@ -103,16 +104,20 @@ def register(groups: argparse._SubParsersAction) -> None:
     repo.add_argument(
         "--feedback-chars", type=positive_int, default=2400, help="longest feedback turn in characters"
     )
+    from swerl.cli.agentless import DEFAULT_CACHE, _add_local_backend_options
+
     repo.add_argument(
         "--cache-dir",
-        type=Path,
-        default=Path("runs/agentless-cache"),
-        help="mirrors and test environments (shared with swerl agentless)",
+        type=output_dir,
+        default=DEFAULT_CACHE,
+        help=f"bare repository mirrors and test environments, shared with swerl agentless (default: "
+        f"{DEFAULT_CACHE})",
     )
-    repo.add_argument("--clones", default=None, help="a directory of clones to mirror from instead of GitHub")
+    repo.add_argument(
+        "--clones", type=existing_dir, metavar="DIR", help="directory of existing clones to mirror from"
+    )
     repo.add_argument("--offline", action="store_true", help="never contact GitHub")
-    repo.add_argument("--unsafe-no-isolation", action="store_true", help="run tests without bubblewrap")
-    repo.add_argument("--test-timeout-s", type=positive_int, default=1800, help="wall clock per test run")
+    _add_local_backend_options(repo)
     _common(repo, default_nk="1@3")
     repo.set_defaults(run=_run_repository)
 
@@ -306,19 +311,12 @@ def _run_humaneval(args: argparse.Namespace) -> int:
 
 
 def _run_repository(args: argparse.Namespace) -> int:
+    from swerl.cli.agentless import _local_backend
     from swerl.environments.repository import repository_judge, repository_tasks
-    from swerl.execution.local import cached_backend
     from swerl.reward.execution import ExecutionReward
     from swerl.trainers.data import read_rows, row_messages
 
-    backend = cached_backend(
-        args.cache_dir,
-        clones=args.clones,
-        offline=args.offline,
-        isolation="none" if args.unsafe_no_isolation else "bwrap",
-        timeout_s=args.test_timeout_s,
-    )
-    reward = ExecutionReward(backend, workers=args.workers or os.cpu_count() or 1)
+    reward = ExecutionReward(_local_backend(args), workers=args.workers or os.cpu_count() or 1)
     found = repository_tasks(
         read_rows(args.data),
         reward,
