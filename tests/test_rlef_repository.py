@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
-from calc_repo import OPS, build_calc
+from calc_repo import ISOLATION, OPS, build_calc
 
 from swerl.edit_format import SearchReplace, edits_to_text
 from swerl.environments.dialog import Answer, ChatRenderer, EpisodeConfig, evaluate_dialogs, run_episodes
@@ -183,3 +184,72 @@ def test_a_run_that_cannot_happen_is_no_verdict(tokenizer: object, calc: tuple) 
         nk=((1, 1),),
     )
     assert report.unjudged == 2 and report.rates[0].problems == 0
+
+
+def test_train_rlef_on_repository_rows(tmp_path: Path, calc: tuple) -> None:
+    """`swerl train rlef` with task_source: repository, end to end on the calc row (one step)."""
+
+    from swerl.trainers.rlef import RLEFConfig, run
+
+    reward, _, row = calc
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    root = Path(__file__).resolve().parents[1]
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    clones = reward.backend.repos.mirror_dir
+    overrides = [
+        f"model_name_or_path={model}",
+        f"output_dir={tmp_path / 'run'}",
+        f"train_file={rows}",
+        f"execution_clones={clones}",
+        f"execution_cache_dir={tmp_path / 'cache'}",
+        "execution_offline=true",
+        f"execution_isolation={ISOLATION}",
+        "max_steps=1",
+        "prompts_per_step=1",
+        "max_completion_length=8",
+    ]
+    config = RLEFConfig.from_yaml(root / "configs/rlef_repo_tiny_cpu.yaml", overrides)
+    result = run(config, progress=False)
+    assert result["train_problems"] == 1 and len(result["history"]) == 1
+    assert {"reward", "solve_rate", "unjudged"} <= set(result["history"][0])
+
+
+def test_a_public_test_sharing_a_private_tests_method_name_is_still_shown() -> None:
+    public, private = "t.py::TestB::test_x[1]", "t.py::TestA::test_x[1]"
+    log = "\n".join(
+        ["____ TestB.test_x[1] ____", "E   assert 1 == 2", "____ TestA.test_x[1] ____", "E   hidden"]
+    )
+    result = ExecutionResult(0.0, "unresolved", log=log, statuses={public: "FAILED", private: "FAILED"})
+    job = RepoJob(Instance("a__b-1", "a/b", "c", "i"), "patch", (public,), (private,))
+    text = render_test_feedback(result, job, max_chars=1200)
+    assert f"FAILED {public}" in text and "assert 1 == 2" in text
+    assert "TestA" not in text and "hidden" not in text
+
+
+def test_eval_repository_cli(tmp_path: Path, calc: tuple, capsys: pytest.CaptureFixture[str]) -> None:
+    """`swerl eval repository`: 1@3 with feedback and with independent answers, rows left out counted."""
+    import argparse
+
+    from swerl.cli import eval as eval_cli
+
+    reward, instance, row = calc
+    one = instance_to_row(instance) | {"instance_id": "acme__calc-9", "FAIL_TO_PASS": json.dumps([PUBLIC])}
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in (row, one)), encoding="utf-8")
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    common = ["eval", "repository", "--model", str(model), "--data", str(rows), "--offline"]
+    common += ["--clones", str(reward.backend.repos.mirror_dir), "--cache-dir", str(tmp_path / "cache")]
+    common += ["--samples", "3", "--max-new-tokens", "8", "--quiet"]
+    if ISOLATION == "none":
+        common.append("--unsafe-no-isolation")
+    for flag in ([], ["--no-feedback"]):
+        parser = argparse.ArgumentParser()
+        eval_cli.register(parser.add_subparsers(dest="group"))
+        out = tmp_path / f"report{len(flag)}.json"
+        args = parser.parse_args([*common, *flag, "--output", str(out)])
+        assert args.run(args) == 0
+        report = json.loads(out.read_text())
+        assert report["rates"][0]["k"] == 3 and report["rates"][0]["problems"] == 1
+        assert report["episodes"] == 3 and report["feedback"] == ("none" if flag else "execution")
+    assert "1 repository tasks; left out: 1 one_fail_to_pass" in capsys.readouterr().err

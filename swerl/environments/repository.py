@@ -36,6 +36,7 @@ from typing import Any
 
 from swerl.edit_format import FormatError, FormatErrorKind, patch_paths
 from swerl.environments.dialog import Answer, Judge, Outcome, Task
+from swerl.errors import UserError
 from swerl.execution.base import BUILD_FAILED
 from swerl.execution.harness import END, START
 from swerl.execution.instances import Instance
@@ -46,6 +47,7 @@ DEFAULT_PUBLIC_SHARE = 0.5
 DEFAULT_FEEDBACK_CHARS = 2400
 """About 700 tokens of code-like text for a BPE tokenizer (3-4 characters a token)."""
 MAX_SHOWN_FAILURES = 3
+MAX_LISTED_FAILURES = 10
 PUBLIC_TESTS_COLUMN = "PUBLIC_TESTS"
 NEXT_ANSWER = (
     "Give your whole answer again: SEARCH/REPLACE edits against the files as first shown "
@@ -83,7 +85,7 @@ def row_public_tests(row: Mapping[str, Any], instance: Instance) -> tuple[str, .
     chosen = tuple(str(t) for t in named)
     unknown = [t for t in chosen if t not in instance.fail_to_pass]
     if unknown or not chosen or len(set(chosen)) >= len(set(instance.fail_to_pass)):
-        raise ValueError(
+        raise UserError(
             f"{instance.instance_id}: {PUBLIC_TESTS_COLUMN} must name some but not all FAIL_TO_PASS tests"
             + (f" (not FAIL_TO_PASS: {', '.join(unknown[:3])})" if unknown else "")
         )
@@ -233,12 +235,16 @@ def _failed(result: ExecutionResult, tests: Iterable[str]) -> list[str]:
 
 
 def _scrub(text: str, private: Sequence[str]) -> str:
-    """`text` without any line that names a private test (its function name, parameters aside)."""
-    names = sorted({t.split("::")[-1].split("[")[0] for t in private} - {""})
+    """`text` without any line that names a private test: its id past the file (`Class::test[p]`) or its
+    report title (`Class.test[p]`), as a whole name. A public test of the same method name in another
+    class, or with other parameters, keeps its lines."""
+    names = set()
+    for test in private:
+        parts = test.split("::")[1:] or [test]
+        names |= {"::".join(parts), ".".join(parts)}
     if not names:
         return text
-    # Whole names: a public test_add must survive a private test_add_neg, and the other way round.
-    named = re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b")
+    named = re.compile(r"(?<![\w.])(?:" + "|".join(map(re.escape, sorted(names))) + r")(?![\w\[])")
     return "\n".join(line for line in text.splitlines() if not named.search(line))
 
 
@@ -259,7 +265,9 @@ def _test_report(result: ExecutionResult, job: RepoJob, max_chars: int) -> str:
     sections = test_sections(result.log)
     collection = {t: s for t, s in sections.items() if t.startswith("ERROR collecting")}
     lines = [f"{len(failed)} of {len(job.public)} public tests fail:"]
-    lines += [f"FAILED {t}" for t in failed]
+    lines += [f"FAILED {t}" for t in failed[:MAX_LISTED_FAILURES]]
+    if len(failed) > MAX_LISTED_FAILURES:
+        lines.append(f"... and {len(failed) - MAX_LISTED_FAILURES} more")
     budget = max(300, (max_chars - sum(len(x) + 1 for x in lines)) // max(1, min(len(failed), 3)))
     for title, body in list(collection.items())[:1]:
         # A test file that does not import: its exception only (the lines that follow the import
@@ -267,8 +275,14 @@ def _test_report(result: ExecutionResult, job: RepoJob, max_chars: int) -> str:
         exception = [line for line in body.splitlines() if line.startswith("E ")]
         lines.append(f"{title}:\n```\n{_tail(chr(10).join(exception), budget)}\n```")
     shown = [t for t in failed if section_name(t) in sections][:MAX_SHOWN_FAILURES]
+    seen: dict[str, str] = {}
     for test in shown:
-        lines.append(f"{test}:\n```\n{_tail(sections[section_name(test)], budget)}\n```")
+        body = _tail(sections[section_name(test)], budget)
+        if body in seen:  # the same report again (a shared helper failing): said once
+            lines.append(f"{test}: fails the same way as {seen[body]}")
+            continue
+        seen[body] = test
+        lines.append(f"{test}:\n```\n{body}\n```")
     if not failed:
         lines[0] = "The public tests did not pass."
     if not shown and not collection and not result.statuses:
