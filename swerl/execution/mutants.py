@@ -1,0 +1,260 @@
+"""Mutants of a gold patch: the fixes a careless author could have written instead, made without a model.
+
+A row's tests are only as good as the wrong fixes they reject. Each mutant is the gold patch with one
+thing changed, in the kinds of mistake a hurried fix makes:
+
+- `drop_hunk`: one hunk of the fix left out (the rest applied), for every hunk of a patch of more than one;
+- on the lines the fix adds to a Python file (found with `ast`, so strings and comments are never touched):
+  `flip_comparison` (`<` to `>=`, `==` to `!=`, `in` to `not in`, ...), `flip_boolean` (`True`/`False`,
+  `and`/`or`, a `not` dropped), `off_by_one` (an integer constant, or a slice bound, plus one),
+  `delete_statement` (a simple statement replaced by `pass`), `replace_return` (a returned value
+  replaced by `None`) and `swallow_exception` (a `raise` replaced by `pass`).
+
+A mutant that leaves the files as the base commit has them, that equals the gold patch, or whose Python
+does not parse is dropped: it tells nothing about the tests. Everything here is a pure function of the
+patch and the base contents of the files it touches, and the order (then the sample a cap takes) is
+fixed by the patch and a seed, so every run of a row meets the same mutants.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import unidiff
+
+from swerl.edit_format.patch import (
+    PatchApplyError,
+    apply_parsed_patch,
+    build_git_patch,
+    parse_patch,
+    split_lines,
+)
+
+OPERATORS = (
+    "drop_hunk",
+    "flip_comparison",
+    "flip_boolean",
+    "off_by_one",
+    "delete_statement",
+    "replace_return",
+    "swallow_exception",
+)
+
+_NEGATED: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
+_SIMPLE_STATEMENTS = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.Assert)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One altered fix: `patch` replaces the gold patch (it applies to the base commit); `change` is the
+    difference from the gold patch's result, what a reader judges (is it still a correct fix?)."""
+
+    operator: str
+    path: str
+    line: int
+    """Where in the fixed file (1-based; a dropped hunk's first line)."""
+    patch: str
+    change: str
+
+
+@dataclass(frozen=True)
+class _Edit:
+    """One operator's change to a fixed file: text between two (line, column) positions replaced."""
+
+    operator: str
+    start: tuple[int, int]
+    end: tuple[int, int]
+    text: str
+
+
+def make_mutants(
+    gold: str, base: Mapping[str, str], *, limit: int | None = None, seed: int = 0
+) -> list[Mutant]:
+    """The mutants of `gold`, a patch that applies to `base` (the base contents of the files it modifies;
+    a file it creates need not be there). Hunk drops come first, then the operators' mutants; with
+    `limit`, at most that many: hunk drops first, then operator mutants taken in turn from each operator
+    (each operator's list shuffled by `seed`), so a small cap still sees every kind of mistake.
+
+    Raises `PatchApplyError` when `gold` does not apply to `base`."""
+    try:
+        parsed = parse_patch(gold)
+    except unidiff.UnidiffParseError as err:
+        raise PatchApplyError(f"not a valid unified diff: {err}") from err
+    fixed = apply_parsed_patch(base, parsed)
+    found: list[Mutant] = []
+    seen = {""}
+    for candidate in [*_hunk_drops(gold, base, fixed), *_operator_mutants(parsed, base, fixed)]:
+        if candidate.patch not in seen:
+            seen.add(candidate.patch)
+            found.append(candidate)
+    return _capped(found, limit, seed)
+
+
+def _capped(found: list[Mutant], limit: int | None, seed: int) -> list[Mutant]:
+    """`found` cut to `limit`: hunk drops first, then the operators in turn (see `make_mutants`)."""
+    if limit is None or len(found) <= limit:
+        return found
+    drops = [m for m in found if m.operator == "drop_hunk"]
+    rng = random.Random(seed)
+    queues = []
+    for operator in OPERATORS[1:]:
+        mine = [m for m in found if m.operator == operator]
+        rng.shuffle(mine)
+        queues.append(mine)
+    taken = drops[:limit]
+    while len(taken) < limit:
+        for queue in queues:
+            if queue and len(taken) < limit:
+                taken.append(queue.pop(0))
+    return taken
+
+
+def _mutant(
+    operator: str, path: str, line: int, base: Mapping[str, str], fixed: Mapping[str, str | None], text: str
+) -> Mutant | None:
+    """The mutant whose file `path` reads `text` (the fix's other files as the fix has them), or None
+    when it equals the base or the fix, or is Python that does not parse where the fix's does."""
+    before, after = base.get(path), fixed[path]
+    if text in (before, after) or (path.endswith(".py") and _parses(after) and not _parses(text)):
+        return None
+    changed = {**fixed, path: text}
+    return Mutant(
+        operator,
+        path,
+        line,
+        build_git_patch(base, changed),
+        build_git_patch({path: after or ""}, {path: text}),
+    )
+
+
+def _parses(text: str | None) -> bool:
+    try:
+        ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _hunk_drops(gold: str, base: Mapping[str, str], fixed: Mapping[str, str | None]) -> Iterator[Mutant]:
+    """The fix with one hunk left out, for each hunk of a modified file, when the fix has more than one."""
+    parsed = parse_patch(gold)
+    if sum(len(patched) for patched in parsed) < 2:
+        return
+    for f, patched in enumerate(parsed):
+        if not patched.is_modified_file:
+            continue
+        for h in range(len(patched)):
+            without = parse_patch(gold)
+            first = without[f][h].target_start
+            del without[f][h]
+            text = apply_parsed_patch(base, without).get(patched.path, base[patched.path])
+            if text is not None:
+                mutant = _mutant("drop_hunk", patched.path, first, base, fixed, text)
+                if mutant is not None:
+                    yield mutant
+
+
+def _added_lines(patched: unidiff.PatchedFile) -> set[int]:
+    """The fixed file's line numbers (1-based) that the patch adds."""
+    return {line.target_line_no for hunk in patched for line in hunk if line.is_added}
+
+
+def _operator_mutants(
+    parsed: unidiff.PatchSet, base: Mapping[str, str], fixed: Mapping[str, str | None]
+) -> Iterator[Mutant]:
+    """Every operator's mutants on the added lines of each Python file the fix leaves behind."""
+    for patched in parsed:
+        path = patched.path
+        text = fixed.get(path)
+        if patched.is_removed_file or not path.endswith(".py") or text is None:
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue  # code this interpreter cannot read (Python 2): hunk drops only
+        added = _added_lines(patched)
+        lines = split_lines(text)
+        edits = sorted(
+            _edits(tree, added), key=lambda e: (e.start, e.end, OPERATORS.index(e.operator), e.text)
+        )
+        for edit in edits:
+            mutant = _mutant(edit.operator, path, edit.start[0], base, fixed, _splice(lines, edit))
+            if mutant is not None:
+                yield mutant
+
+
+def _edit_order(edit: _Edit) -> tuple[tuple[int, int], tuple[int, int], int, str]:
+    return edit.start, edit.end, OPERATORS.index(edit.operator), edit.text
+
+
+def _within(node: ast.AST, added: set[int]) -> bool:
+    """Whether every line of `node` is one the fix added (context lines are the base's, not the fix's)."""
+    first, last = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+    return first is not None and last is not None and all(n in added for n in range(first, last + 1))
+
+
+def _edit(operator: str, node: ast.AST, text: str) -> _Edit:
+    return _Edit(operator, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), text)  # type: ignore[attr-defined,arg-type]
+
+
+def _edits(tree: ast.AST, added: set[int]) -> Iterator[_Edit]:
+    """The operators' edits of the nodes that lie wholly on added lines. An integer in a literal
+    collection is data, not a bound: it gets no off-by-one."""
+    in_literal = {
+        id(child)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.List | ast.Tuple | ast.Set | ast.Dict)
+        for child in ast.iter_child_nodes(node)
+    }
+    for node in ast.walk(tree):
+        if not _within(node, added):
+            continue
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _NEGATED:
+            flipped = ast.Compare(node.left, [_NEGATED[type(node.ops[0])]()], node.comparators)
+            yield _edit("flip_comparison", node, ast.unparse(flipped))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            yield _edit("flip_boolean", node, repr(not node.value))
+        elif isinstance(node, ast.BoolOp):
+            other = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+            yield _edit("flip_boolean", node, f"({ast.unparse(ast.BoolOp(other, node.values))})")
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            yield _edit("flip_boolean", node, f"({ast.unparse(node.operand)})")
+        elif isinstance(node, ast.Constant) and type(node.value) is int and id(node) not in in_literal:
+            yield _edit("off_by_one", node, repr(node.value + 1))
+        elif isinstance(node, ast.Slice):
+            for bound in (node.lower, node.upper):
+                if bound is not None and not isinstance(bound, ast.Constant):
+                    yield _edit("off_by_one", bound, f"({ast.unparse(bound)}) + 1")
+        elif isinstance(node, ast.Return) and node.value is not None:
+            if not (isinstance(node.value, ast.Constant) and node.value.value is None):
+                yield _edit("replace_return", node, "return None")
+        elif isinstance(node, ast.Raise):
+            yield _edit("swallow_exception", node, "pass")
+        elif isinstance(node, _SIMPLE_STATEMENTS):
+            yield _edit("delete_statement", node, "pass")
+
+
+def _splice(lines: list[str], edit: _Edit) -> str:
+    """The file's text with the edit made. ast's columns count UTF-8 bytes, so they are turned into
+    characters on their own line."""
+
+    def offset(line: int, column: int) -> int:
+        row = lines[line - 1]
+        return sum(len(x) for x in lines[: line - 1]) + len(row.encode("utf-8")[:column].decode("utf-8"))
+
+    text = "".join(lines)
+    return text[: offset(*edit.start)] + edit.text + text[offset(*edit.end) :]
