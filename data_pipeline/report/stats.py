@@ -106,7 +106,41 @@ def validation_funnel(out: Path) -> tuple[str, Counter[str]]:
     lines.append(f"flaky tests left out         {flaky:>6}")
     seconds = sum(record["seconds"] for record in results)
     lines.append(f"time in validation           {seconds:>6.0f} s (summed over rows)")
+    lines += strength_lines(results)
     return "\n".join(lines), counts
+
+
+STRENGTH_BINS = ((0.0, 0.5), (0.5, 0.75), (0.75, 1.0), (1.0, 1.0))
+"""The test strength table's bins: [low, high), the last one exactly 1 (every mutant killed)."""
+
+
+def strength_lines(results: list[dict]) -> list[str]:
+    """The test strength of the executable rows that measured it (`validate --mutants`): how many rows
+    per bin, the median, how many rows let a mutant survive, the mutants and the time they took."""
+    executable = [r for r in results if r["reason"] == "executable"]
+    measured = [r for r in executable if r.get("test_strength") is not None]
+    unmeasured = sum(1 for r in executable if "mutants_run" not in r)
+    no_mutant = sum(1 for r in executable if r.get("mutants_run") == 0)
+    if not measured:
+        return [f"test strength not measured ({unmeasured} executable rows)"] if unmeasured else []
+    values = [r["test_strength"] for r in measured]
+    lines = [f"test strength: {len(values)} rows, median {statistics.median(values):.2f}"]
+    for low, high in STRENGTH_BINS:
+        inside = sum(1 for v in values if (v == 1.0 if low == high else low <= v < high))
+        label = "1.00 (all killed)" if low == high else f"{low:.2f}-{high:.2f}"
+        lines.append(f"  {label:<26} {inside:>6} {inside / len(values):>5.0%}")
+    weak = sum(1 for r in measured if r["surviving_mutants"])
+    lines.append(f"rows with a surviving mutant {weak:>6} {weak / len(values):>5.0%}")
+    run = sum(r["mutants_run"] for r in measured)
+    killed = sum(r["mutants_killed"] for r in measured)
+    lines.append(f"mutants killed / run         {killed:>6} / {run}")
+    if no_mutant:
+        lines.append(f"executable, no mutant to run {no_mutant:>6}")
+    if unmeasured:
+        lines.append(f"executable, not measured     {unmeasured:>6}")
+    seconds = sum(r["mutation_seconds"] for r in measured)
+    lines.append(f"time in mutation testing     {seconds:>6.0f} s (summed over rows)")
+    return lines
 
 
 def plot_validation_funnel(path: Path, counts: Counter[str], title: str) -> None:

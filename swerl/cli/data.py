@@ -609,8 +609,14 @@ def _run_mine(args: argparse.Namespace) -> int:
 
 
 def _run_stats(args: argparse.Namespace) -> int:
-    from data_pipeline.report.stats import funnel, plot_validation_funnel, validation_funnel, write_histograms
-    from data_pipeline.validate.runner import RUN_FILE
+    from data_pipeline.report.stats import (
+        funnel,
+        plot_histogram,
+        plot_validation_funnel,
+        validation_funnel,
+        write_histograms,
+    )
+    from data_pipeline.validate.runner import RUN_FILE, read_results
 
     if (args.dir / RUN_FILE).is_file():
         text, counts = validation_funnel(args.dir)
@@ -619,6 +625,15 @@ def _run_stats(args: argparse.Namespace) -> int:
         plots.mkdir(parents=True, exist_ok=True)
         plot_validation_funnel(plots / "funnel.png", counts, f"validation of {args.dir.name}")
         print(f"wrote {plots / 'funnel.png'}")
+        strengths = [
+            r["test_strength"] for r in read_results(args.dir).values() if r.get("test_strength") is not None
+        ]
+        if strengths:
+            title = f"test strength of {args.dir.name}: mutants of the gold patch the tests reject"
+            plot_histogram(
+                plots / "test_strength.png", [round(100 * v) for v in strengths], title, "killed (%)"
+            )
+            print(f"wrote {plots / 'test_strength.png'}")
         return 0
 
     report = funnel(args.dir)
