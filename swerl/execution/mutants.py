@@ -10,8 +10,9 @@ thing changed, in the kinds of mistake a hurried fix makes:
   `delete_statement` (a simple statement replaced by `pass`), `replace_return` (a returned value
   replaced by `None`) and `swallow_exception` (a `raise` replaced by `pass`).
 
-A mutant that leaves the files as the base commit has them, that equals the gold patch, or whose Python
-does not parse is dropped: it tells nothing about the tests. Everything here is a pure function of the
+A mutant that leaves the files as the base commit has them, whose Python does not parse, or that runs
+the same code as the gold patch (a hunk of comments or docstrings left out) is dropped: it tells nothing
+about the tests. Everything here is a pure function of the
 patch and the base contents of the files it touches, and the order (then the sample a cap takes) is
 fixed by the patch and a seed, so every run of a row meets the same mutants.
 """
@@ -127,10 +128,15 @@ def _mutant(
     operator: str, path: str, line: int, base: Mapping[str, str], fixed: Mapping[str, str | None], text: str
 ) -> Mutant | None:
     """The mutant whose file `path` reads `text` (the fix's other files as the fix has them), or None
-    when it equals the base or the fix, or is Python that does not parse where the fix's does."""
+    when it equals the base or the fix, or is Python that does not parse where the fix's does, or that
+    differs from the fix's only in comments, layout and docstrings (no test can tell those apart)."""
     before, after = base.get(path), fixed[path]
-    if text in (before, after) or (path.endswith(".py") and _parses(after) and not _parses(text)):
+    if text in (before, after):
         return None
+    if path.endswith(".py"):
+        ours, theirs = _code(text), _code(after)
+        if theirs is not None and (ours is None or ours == theirs):
+            return None
     changed = {**fixed, path: text}
     return Mutant(
         operator,
@@ -141,12 +147,23 @@ def _mutant(
     )
 
 
-def _parses(text: str | None) -> bool:
+def _code(text: str | None) -> str | None:
+    """What Python runs of `text`: its syntax tree without docstrings, or None when it does not parse."""
     try:
-        ast.parse(text or "")
+        tree = ast.parse(text or "")
     except (SyntaxError, ValueError):
-        return False
-    return True
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 def _hunk_drops(gold: str, base: Mapping[str, str], fixed: Mapping[str, str | None]) -> Iterator[Mutant]:
