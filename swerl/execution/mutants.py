@@ -20,6 +20,7 @@ fixed by the patch and a seed, so every run of a row meets the same mutants.
 from __future__ import annotations
 
 import ast
+import functools
 import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -130,14 +131,12 @@ def _mutant(
     """The mutant whose file `path` reads `text` (the fix's other files as the fix has them), or None
     when it equals the base or the fix, or is Python that does not parse where the fix's does, or that
     differs from the fix's only in comments, layout and docstrings (no test can tell those apart)."""
-    before, after = base.get(path), fixed[path]
-    if text in (before, after):
-        return None
-    if path.endswith(".py"):
-        ours, theirs = _code(text), _code(after)
-        if theirs is not None and (ours is None or ours == theirs):
-            return None
+    after = fixed[path]
     changed = {**fixed, path: text}
+    if path.endswith(".py") and _code(after) is not None and _code(text) is None:
+        return None
+    if _same_code(changed, base) or _same_code(changed, fixed):
+        return None
     return Mutant(
         operator,
         path,
@@ -147,6 +146,16 @@ def _mutant(
     )
 
 
+def _same_code(ours: Mapping[str, str | None], theirs: Mapping[str, str | None]) -> bool:
+    """Whether every file of `ours` is `theirs`'s, or runs the same Python."""
+    return all(
+        text == theirs.get(path)
+        or (path.endswith(".py") and _code(text) == _code(theirs.get(path)) is not None)
+        for path, text in ours.items()
+    )
+
+
+@functools.lru_cache(maxsize=64)
 def _code(text: str | None) -> str | None:
     """What Python runs of `text`: its syntax tree without docstrings, or None when it does not parse."""
     try:
@@ -176,7 +185,8 @@ def _hunk_drops(gold: str, base: Mapping[str, str], fixed: Mapping[str, str | No
             continue
         for h in range(len(patched)):
             without = parse_patch(gold)
-            first = without[f][h].target_start
+            hunk = without[f][h]
+            first = next((line.target_line_no for line in hunk if line.is_added), hunk.target_start)
             del without[f][h]
             text = apply_parsed_patch(base, without).get(patched.path, base[patched.path])
             if text is not None:
@@ -261,8 +271,17 @@ def _edits(tree: ast.AST, added: set[int]) -> Iterator[_Edit]:
                 yield _edit("replace_return", node, "return None")
         elif isinstance(node, ast.Raise):
             yield _edit("swallow_exception", node, "pass")
-        elif isinstance(node, _SIMPLE_STATEMENTS):
+        elif isinstance(node, _SIMPLE_STATEMENTS) and not _is_text(node):
             yield _edit("delete_statement", node, "pass")
+
+
+def _is_text(node: ast.AST) -> bool:
+    """A statement that is a string alone (a docstring): deleting it changes no behaviour."""
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
 
 
 def _splice(lines: list[str], edit: _Edit) -> str:
