@@ -261,6 +261,13 @@ class GRPOConfig(TrainConfig):
             needs `pip install 'swerl[ray]'`).
         execution_shaping: "none", or "fail_to_pass" (an unresolved answer that breaks no PASS_TO_PASS
             test gets the share of FAIL_TO_PASS tests it passes).
+        execution_min_test_strength: leave out rows whose tests killed less than this share of their gold
+            patch's mutants (the `test_strength` column of `swerl data validate`; a row without one is
+            left out too); None keeps every executable row.
+        execution_strength_weight: a resolved answer earns the row's test strength instead of 1 (rows
+            without one: 1). Under `scale_rewards: group` a group's rewards are divided by their spread,
+            which undoes a weight shared by the whole group: it changes training only with "batch" or
+            "none".
         execution_cache_dir: bare mirrors and test environments (reused across steps and runs).
         execution_clones: a directory of existing clones to mirror from instead of GitHub.
         execution_offline: never contact GitHub.
@@ -309,6 +316,8 @@ class GRPOConfig(TrainConfig):
     execution_workers: PositiveInt = 1
     execution_engine: Literal["threads", "ray"] = "threads"
     execution_shaping: Literal["none", "fail_to_pass"] = "none"
+    execution_min_test_strength: UnitInterval | None = None
+    execution_strength_weight: bool = False
     execution_cache_dir: str = "runs/agentless-cache"
     execution_clones: str | None = None
     execution_offline: bool = False

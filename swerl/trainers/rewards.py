@@ -175,6 +175,8 @@ def build_reward(config: GRPOConfig) -> GroupReward:
         shaping=config.execution_shaping,
         workers=config.execution_workers,
         engine=config.execution_engine,
+        min_test_strength=config.execution_min_test_strength,
+        strength_weight=config.execution_strength_weight,
     )
     return ExecutionGroupReward(
         execution, config.reward == "hybrid", RewardConfig(strict=config.reward_strict)
