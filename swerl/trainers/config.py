@@ -265,9 +265,9 @@ class GRPOConfig(TrainConfig):
             patch's mutants (the `test_strength` column of `swerl data validate`; a row without one is
             left out too); None keeps every executable row.
         execution_strength_weight: a resolved answer earns the row's test strength instead of 1 (rows
-            without one: 1). Under `scale_rewards: group` a group's rewards are divided by their spread,
-            which undoes a weight shared by the whole group: it changes training only with "batch" or
-            "none".
+            without one: 1). Under `scale_rewards: group` the advantages of a group of only resolved and
+            unresolved answers are divided by their spread, which cancels the weight: it acts with
+            "batch" or "none", or against malformed answers (-1) in the group.
         execution_cache_dir: bare mirrors and test environments (reused across steps and runs).
         execution_clones: a directory of existing clones to mirror from instead of GitHub.
         execution_offline: never contact GitHub.
