@@ -86,7 +86,7 @@ def test_min_test_strength_keeps_strong_rows_only(
 ) -> None:
     rows = load_input(validated.parent / "rows.jsonl")
     for minimum, kept in ((0.5, 1), (0.75, 0)):
-        write_output(validated, rows, Verdicts(validated), ["acme__calc-1"], minimum)
+        assert write_output(validated, rows, Verdicts(validated), ["acme__calc-1"], minimum) == kept
         assert pq.read_table(validated / "test.parquet").num_rows == kept
     argv = ["data", "validate", str(validated.parent / "rows.jsonl"), "--out", str(tmp_path / "o")]
     assert main([*argv, "--mutants", "0", "--min-test-strength", "0.5"]) != 0

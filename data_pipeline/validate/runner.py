@@ -164,12 +164,15 @@ class Summary:
 
     judged: int
     counts: collections.Counter[str]
+    written: int | None = None
+    """Rows written to test.parquet where a --min-test-strength left some executable rows out."""
 
     def report(self) -> str:
         tested = sum(n for reason, n in self.counts.items() if reason != "no_test_change")
         executable = self.counts.get("executable", 0)
         share = f" ({executable / tested:.0%} of {tested} rows that change tests)" if tested else ""
-        return f"validated {self.judged} rows now; {executable} executable{share}"
+        strong = "" if self.written is None else f", {self.written} of them strong enough to be written"
+        return f"validated {self.judged} rows now; {executable} executable{share}{strong}"
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -304,8 +307,9 @@ def validate(
             verdicts.add(queue.popleft().result())
             judged += 1
             bar.update(1)
-    write_output(out, rows, verdicts, chosen, min_test_strength)
-    return Summary(judged, collections.Counter(verdicts.reason(iid) for iid in chosen))
+    written = write_output(out, rows, verdicts, chosen, min_test_strength)
+    counts = collections.Counter(verdicts.reason(iid) for iid in chosen)
+    return Summary(judged, counts, None if min_test_strength is None else written)
 
 
 def _scan(rows: Rows, verdicts: Verdicts, max_rows: int | None) -> tuple[list[str], set[str], dict[str, str]]:
@@ -374,7 +378,7 @@ class _Widened(Exception):
 
 def write_output(
     out: Path, rows: Rows, verdicts: Verdicts, chosen: Collection[str], min_test_strength: float | None = None
-) -> Path:
+) -> int:
     """OUT/test.parquet: the executable rows among `chosen`, in input order, read from INPUT again and
     written a row group at a time (under a temporary name, then renamed: whole or absent).
 
@@ -385,7 +389,8 @@ def write_output(
     pass over the rows for the schema, then a second to write them.
 
     With `min_test_strength`, an executable row is written only when its tests killed at least that share
-    of its mutants (a row without a measured strength is not written: nothing vouches for its tests)."""
+    of its mutants (a row without a measured strength is not written: nothing vouches for its tests).
+    Returns the number of rows written."""
     executable = {iid for iid in chosen if verdicts.reason(iid) == "executable"}
     if min_test_strength is not None:
         executable = {iid for iid in executable if strong_enough(verdicts.record(iid), min_test_strength)}
@@ -398,7 +403,7 @@ def write_output(
             schema = _unify(schema, table.schema)
         _write(tmp, _tables(rows, verdicts, executable), schema)
     os.replace(tmp, out / OUTPUT)
-    return out / OUTPUT
+    return len(executable)
 
 
 def strong_enough(record: Mapping[str, Any], minimum: float) -> bool:
