@@ -114,6 +114,36 @@ STRENGTH_BINS = ((0.0, 0.5), (0.5, 0.75), (0.75, 1.0), (1.0, 1.0))
 """The test strength table's bins: [low, high), the last one exactly 1 (every mutant killed)."""
 
 
+def strength_bands(values: list[float]) -> list[tuple[str, int]]:
+    """(label, rows) per `STRENGTH_BINS` band."""
+    bands = []
+    for low, high in STRENGTH_BINS:
+        inside = sum(1 for v in values if (v == 1.0 if low == high else low <= v < high))
+        bands.append(("1.00 (all killed)" if low == high else f"{low:.2f}-{high:.2f}", inside))
+    return bands
+
+
+def plot_strength(path: Path, values: list[float], title: str) -> None:
+    """Rows per test strength band as bars, each with its count (matplotlib, Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bands = strength_bands(values)
+    fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
+    try:
+        bars = ax.bar([label for label, _ in bands], [n for _, n in bands], color="tab:blue")
+        ax.bar_label(bars, padding=3)
+        ax.set_xlabel("test strength (share of the gold patch's mutants the tests kill)")
+        ax.set_ylabel("rows")
+        ax.set_title(title)
+        ax.margins(y=0.15)
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
+
+
 def strength_lines(results: list[dict]) -> list[str]:
     """The test strength of the executable rows that measured it (`validate --mutants`): how many rows
     per bin, the median, how many rows let a mutant survive, the mutants and the time they took."""
@@ -125,9 +155,7 @@ def strength_lines(results: list[dict]) -> list[str]:
         return [f"test strength not measured ({unmeasured} executable rows)"] if unmeasured else []
     values = [r["test_strength"] for r in measured]
     lines = [f"test strength: {len(values)} rows, median {statistics.median(values):.2f}"]
-    for low, high in STRENGTH_BINS:
-        inside = sum(1 for v in values if (v == 1.0 if low == high else low <= v < high))
-        label = "1.00 (all killed)" if low == high else f"{low:.2f}-{high:.2f}"
+    for label, inside in strength_bands(values):
         lines.append(f"  {label:<26} {inside:>6} {inside / len(values):>5.0%}")
     weak = sum(1 for r in measured if r["surviving_mutants"])
     lines.append(f"rows with a surviving mutant {weak:>6} {weak / len(values):>5.0%}")

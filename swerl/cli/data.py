@@ -611,7 +611,7 @@ def _run_mine(args: argparse.Namespace) -> int:
 def _run_stats(args: argparse.Namespace) -> int:
     from data_pipeline.report.stats import (
         funnel,
-        plot_histogram,
+        plot_strength,
         plot_validation_funnel,
         validation_funnel,
         write_histograms,
@@ -629,10 +629,7 @@ def _run_stats(args: argparse.Namespace) -> int:
             r["test_strength"] for r in read_results(args.dir).values() if r.get("test_strength") is not None
         ]
         if strengths:
-            title = f"test strength of {args.dir.name}: mutants of the gold patch the tests reject"
-            plot_histogram(
-                plots / "test_strength.png", [round(100 * v) for v in strengths], title, "killed (%)"
-            )
+            plot_strength(plots / "test_strength.png", strengths, f"test strength of {args.dir.name}")
             print(f"wrote {plots / 'test_strength.png'}")
         return 0
 
