@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import unidiff
 
 from swerl.edit_format.patch import (
-    PatchApplyError,
     apply_parsed_patch,
     build_git_patch,
     parse_patch,
+    rebase_patch,
     split_lines,
 )
 
@@ -91,11 +91,10 @@ def make_mutants(
     `limit`, at most that many: hunk drops first, then operator mutants taken in turn from each operator
     (each operator's list shuffled by `seed`), so a small cap still sees every kind of mistake.
 
-    Raises `PatchApplyError` when `gold` does not apply to `base`."""
-    try:
-        parsed = parse_patch(gold)
-    except unidiff.UnidiffParseError as err:
-        raise PatchApplyError(f"not a valid unified diff: {err}") from err
+    A hunk whose header names other lines than its own is moved where they are, as `git apply` does
+    (`rebase_patch`). Raises `PatchApplyError` when `gold` does not apply to `base`."""
+    gold = rebase_patch(base, gold)
+    parsed = parse_patch(gold)
     fixed = apply_parsed_patch(base, parsed)
     found: list[Mutant] = []
     seen = {""}
