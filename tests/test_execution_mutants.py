@@ -8,7 +8,7 @@ import ast
 import pytest
 
 from swerl.edit_format import apply_patch_to_contents, build_git_patch
-from swerl.edit_format.patch import PatchApplyError
+from swerl.edit_format.patch import PatchApplyError, rebase_patch
 from swerl.execution.mutants import OPERATORS, make_mutants
 
 BASE = '''"""Ranges."""
@@ -175,3 +175,12 @@ def test_a_gold_patch_that_does_not_fit_is_an_error() -> None:
     gold = build_git_patch({"r.py": BASE}, {"r.py": FIXED})
     with pytest.raises(PatchApplyError):
         make_mutants(gold, {"r.py": "other\n"})
+
+
+def test_a_gold_patch_at_an_offset_is_moved_where_its_lines_are() -> None:
+    # As SWE-bench's published patches can be: made against a tree with a few more lines above.
+    gold = build_git_patch({"r.py": "\n\n\n" + BASE}, {"r.py": "\n\n\n" + FIXED})
+    moved = rebase_patch({"r.py": BASE}, gold)
+    assert "@@ -5," in gold and moved == build_git_patch({"r.py": BASE}, {"r.py": FIXED})  # "@@ -2,"
+    assert rebase_patch({"r.py": BASE}, moved) == moved
+    assert [m.patch for m in make_mutants(gold, {"r.py": BASE})] == [m.patch for m in _mutants()]
