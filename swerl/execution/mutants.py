@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import functools
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import unidiff
@@ -96,32 +96,36 @@ def make_mutants(
     gold = rebase_patch(base, gold)
     parsed = parse_patch(gold)
     fixed = apply_parsed_patch(base, parsed)
+    candidates = [*_hunk_drops(gold, base, fixed), *_operator_mutants(parsed, base, fixed)]
     found: list[Mutant] = []
     seen = {""}
-    for candidate in [*_hunk_drops(gold, base, fixed), *_operator_mutants(parsed, base, fixed)]:
-        if candidate.patch not in seen:
-            seen.add(candidate.patch)
-            found.append(candidate)
-    return _capped(found, limit, seed)
+    # A candidate is made (its file parsed, its diff written) only when its turn comes: under a cap, a
+    # large file's hundreds of candidates cost only the few taken.
+    for _, make in candidates if limit is None else _in_turn(candidates, seed):
+        if limit is not None and len(found) == limit:
+            break
+        mutant = make()
+        if mutant is not None and mutant.patch not in seen:
+            seen.add(mutant.patch)
+            found.append(mutant)
+    return found
 
 
-def _capped(found: list[Mutant], limit: int | None, seed: int) -> list[Mutant]:
-    """`found` cut to `limit`: hunk drops first, then the operators in turn (see `make_mutants`)."""
-    if limit is None or len(found) <= limit:
-        return found
-    drops = [m for m in found if m.operator == "drop_hunk"]
+_Candidate = tuple[str, Callable[[], "Mutant | None"]]
+"""An operator and how to make its mutant (None when it turns out to tell nothing)."""
+
+
+def _in_turn(candidates: list[_Candidate], seed: int) -> Iterator[_Candidate]:
+    """Hunk drops first, then the other operators' candidates in turn, each operator's shuffled by `seed`."""
+    yield from (c for c in candidates if c[0] == "drop_hunk")
     rng = random.Random(seed)
     queues = []
     for operator in OPERATORS[1:]:
-        mine = [m for m in found if m.operator == operator]
+        mine = [c for c in candidates if c[0] == operator]
         rng.shuffle(mine)
         queues.append(mine)
-    taken = drops[:limit]
-    while len(taken) < limit:
-        for queue in queues:
-            if queue and len(taken) < limit:
-                taken.append(queue.pop(0))
-    return taken
+    for turn in range(max(map(len, queues), default=0)):
+        yield from (queue[turn] for queue in queues if turn < len(queue))
 
 
 def _mutant(
@@ -174,7 +178,7 @@ def _code(text: str | None) -> str | None:
     return ast.dump(tree)
 
 
-def _hunk_drops(gold: str, base: Mapping[str, str], fixed: Mapping[str, str | None]) -> Iterator[Mutant]:
+def _hunk_drops(gold: str, base: Mapping[str, str], fixed: Mapping[str, str | None]) -> Iterator[_Candidate]:
     """The fix with one hunk left out, for each hunk of a modified file, when the fix has more than one."""
     parsed = parse_patch(gold)
     if sum(len(patched) for patched in parsed) < 2:
@@ -189,9 +193,10 @@ def _hunk_drops(gold: str, base: Mapping[str, str], fixed: Mapping[str, str | No
             del without[f][h]
             text = apply_parsed_patch(base, without).get(patched.path, base[patched.path])
             if text is not None:
-                mutant = _mutant("drop_hunk", patched.path, first, base, fixed, text)
-                if mutant is not None:
-                    yield mutant
+                yield (
+                    "drop_hunk",
+                    functools.partial(_mutant, "drop_hunk", patched.path, first, base, fixed, text),
+                )
 
 
 def _added_lines(patched: unidiff.PatchedFile) -> set[int]:
@@ -201,8 +206,8 @@ def _added_lines(patched: unidiff.PatchedFile) -> set[int]:
 
 def _operator_mutants(
     parsed: unidiff.PatchSet, base: Mapping[str, str], fixed: Mapping[str, str | None]
-) -> Iterator[Mutant]:
-    """Every operator's mutants on the added lines of each Python file the fix leaves behind."""
+) -> Iterator[_Candidate]:
+    """Every operator's candidates on the added lines of each Python file the fix leaves behind."""
     for patched in parsed:
         path = patched.path
         text = fixed.get(path)
@@ -218,9 +223,14 @@ def _operator_mutants(
             _edits(tree, added), key=lambda e: (e.start, e.end, OPERATORS.index(e.operator), e.text)
         )
         for edit in edits:
-            mutant = _mutant(edit.operator, path, edit.start[0], base, fixed, _splice(lines, edit))
-            if mutant is not None:
-                yield mutant
+            yield edit.operator, functools.partial(_made, edit, path, lines, base, fixed)
+
+
+def _made(
+    edit: _Edit, path: str, lines: list[str], base: Mapping[str, str], fixed: Mapping[str, str | None]
+) -> Mutant | None:
+    """The mutant of one operator's edit (`_mutant`)."""
+    return _mutant(edit.operator, path, edit.start[0], base, fixed, _splice(lines, edit))
 
 
 def _edit_order(edit: _Edit) -> tuple[tuple[int, int], tuple[int, int], int, str]:
