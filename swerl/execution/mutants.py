@@ -12,9 +12,9 @@ thing changed, in the kinds of mistake a hurried fix makes:
 
 A mutant that leaves the files as the base commit has them, whose Python does not parse, or that runs
 the same code as the gold patch (a hunk of comments or docstrings left out) is dropped: it tells nothing
-about the tests. Everything here is a pure function of the
-patch and the base contents of the files it touches, and the order (then the sample a cap takes) is
-fixed by the patch and a seed, so every run of a row meets the same mutants.
+about the tests. Everything here is a pure function of the patch and the base contents of the files it
+touches, and the order (then the sample a cap takes) is fixed by the patch and a seed, so every run of a
+row meets the same mutants.
 """
 
 from __future__ import annotations
@@ -219,9 +219,7 @@ def _operator_mutants(
             continue  # code this interpreter cannot read (Python 2): hunk drops only
         added = _added_lines(patched)
         lines = split_lines(text)
-        edits = sorted(
-            _edits(tree, added), key=lambda e: (e.start, e.end, OPERATORS.index(e.operator), e.text)
-        )
+        edits = sorted(_edits(tree, added), key=_edit_order)
         for edit in edits:
             yield edit.operator, functools.partial(_made, edit, path, lines, base, fixed)
 
@@ -234,6 +232,7 @@ def _made(
 
 
 def _edit_order(edit: _Edit) -> tuple[tuple[int, int], tuple[int, int], int, str]:
+    """Edits in file order, then by operator: the order does not depend on `ast.walk`'s."""
     return edit.start, edit.end, OPERATORS.index(edit.operator), edit.text
 
 
