@@ -125,20 +125,39 @@ def strength_bands(values: list[float]) -> list[tuple[str, int]]:
 
 def plot_strength(path: Path, values: list[float], title: str) -> None:
     """Rows per test strength band as bars, each with its count (matplotlib, Agg)."""
+    bands = strength_bands(values)
+    axis = "test strength (share of the gold patch's mutants the tests kill)"
+    _bars(path, [label for label, _ in bands], [n for _, n in bands], ["tab:blue"] * len(bands), axis, title)
+
+
+def _bars(
+    path: Path,
+    labels: list[str],
+    counts: list[int],
+    colors: list[str],
+    axis: str,
+    title: str,
+    *,
+    rows: bool = False,
+) -> None:
+    """A bar chart PNG with each bar's count written on it; `rows`: one horizontal bar per label, top
+    down (matplotlib, Agg: no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    bands = strength_bands(values)
-    fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(labels) + 1.5 if rows else 4), layout="constrained")
     try:
-        bars = ax.bar([label for label, _ in bands], [n for _, n in bands], color="tab:blue")
+        bars = (ax.barh if rows else ax.bar)(labels, counts, color=colors)
         ax.bar_label(bars, padding=3)
-        ax.set_xlabel("test strength (share of the gold patch's mutants the tests kill)")
-        ax.set_ylabel("rows")
+        if rows:
+            ax.invert_yaxis()
+        else:
+            ax.set_ylabel("rows")
+        ax.set_xlabel(axis)
         ax.set_title(title)
-        ax.margins(y=0.15)
+        ax.margins(**({"x": 0.12} if rows else {"y": 0.15}))
         fig.savefig(path, dpi=100)
     finally:
         plt.close(fig)
@@ -174,26 +193,11 @@ def strength_lines(results: list[dict]) -> list[str]:
 def plot_validation_funnel(path: Path, counts: Counter[str], title: str) -> None:
     """The rows that change tests per verdict as horizontal bars, executable first, each with its count
     (matplotlib, Agg: no display needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from data_pipeline.validate.outcomes import REASONS
 
     reasons = [reason for reason in REASONS if reason != "no_test_change" and counts[reason]]
-    fig, ax = plt.subplots(figsize=(8, 0.5 * len(reasons) + 1.5), layout="constrained")
-    try:
-        colors = ["tab:green" if reason == "executable" else "tab:gray" for reason in reasons]
-        bars = ax.barh(reasons, [counts[reason] for reason in reasons], color=colors)
-        ax.bar_label(bars, padding=3)
-        ax.invert_yaxis()
-        ax.set_xlabel("rows that change tests")
-        ax.set_title(title)
-        ax.margins(x=0.12)
-        fig.savefig(path, dpi=100)
-    finally:
-        plt.close(fig)
+    colors = ["tab:green" if reason == "executable" else "tab:gray" for reason in reasons]
+    _bars(path, reasons, [counts[r] for r in reasons], colors, "rows that change tests", title, rows=True)
 
 
 def _column(out: Path, name: str) -> list[int]:
