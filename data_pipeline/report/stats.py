@@ -186,7 +186,7 @@ def strength_lines(results: list[dict]) -> list[str]:
     if unmeasured:
         lines.append(f"executable, not measured     {unmeasured:>6}")
     seconds = sum(r["mutation_seconds"] for r in measured)
-    lines.append(f"time in mutation testing     {seconds:>6.0f} s (summed over rows)")
+    lines.append(f"time in mutation testing     {seconds:>6.0f} s (summed over rows, part of the above)")
     return lines
 
 
