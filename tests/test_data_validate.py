@@ -313,7 +313,16 @@ def test_swebench_rows(mined: Path, validated: Path, tmp_path: Path) -> None:
     dataset = tmp_path / "lite.jsonl"
     dataset.write_text("".join(json.dumps(r) + "\n" for r in (good, bad, sneaky)))
     argv = ["data", "validate", str(dataset), "--out", str(tmp_path / "out"), "--clones", str(mined.parent)]
-    argv += ["--cache-dir", str(tmp_path / "cache"), "--offline", "--quiet", "--repeats", "1"]
+    argv += [
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--offline",
+        "--quiet",
+        "--repeats",
+        "1",
+        "--mutants",
+        "0",
+    ]
     assert main([*argv, *(["--unsafe-no-isolation"] if ISOLATION == "none" else [])]) == 0
     results = _results(tmp_path / "out")
     for iid in ("acme__calc-1", "acme__calc-98"):
@@ -364,6 +373,8 @@ def test_a_killed_run_resumes(mined: Path, validated: Path, tmp_path: Path) -> N
         "--offline",
         "--repeats",
         "1",
+        "--mutants",
+        "0",  # as `validated` (test strength: test_validate_strength)
         "--instance-ids",
         *ids,
     ]

@@ -106,32 +106,98 @@ def validation_funnel(out: Path) -> tuple[str, Counter[str]]:
     lines.append(f"flaky tests left out         {flaky:>6}")
     seconds = sum(record["seconds"] for record in results)
     lines.append(f"time in validation           {seconds:>6.0f} s (summed over rows)")
+    lines += strength_lines(results)
     return "\n".join(lines), counts
 
 
-def plot_validation_funnel(path: Path, counts: Counter[str], title: str) -> None:
-    """The rows that change tests per verdict as horizontal bars, executable first, each with its count
-    (matplotlib, Agg: no display needed)."""
+STRENGTH_BINS = ((0.0, 0.5), (0.5, 0.75), (0.75, 1.0), (1.0, 1.0))
+"""The test strength table's bins: [low, high), the last one exactly 1 (every mutant killed)."""
+
+
+def strength_bands(values: list[float]) -> list[tuple[str, int]]:
+    """(label, rows) per `STRENGTH_BINS` band."""
+    bands = []
+    for low, high in STRENGTH_BINS:
+        inside = sum(1 for v in values if (v == 1.0 if low == high else low <= v < high))
+        bands.append(("1.00 (all killed)" if low == high else f"{low:.2f}-{high:.2f}", inside))
+    return bands
+
+
+def plot_strength(path: Path, values: list[float], title: str) -> None:
+    """Rows per test strength band as bars, each with its count (matplotlib, Agg)."""
+    bands = strength_bands(values)
+    axis = "test strength (share of the gold patch's mutants the tests kill)"
+    _bars(path, [label for label, _ in bands], [n for _, n in bands], ["tab:blue"] * len(bands), axis, title)
+
+
+def _bars(
+    path: Path,
+    labels: list[str],
+    counts: list[int],
+    colors: list[str],
+    axis: str,
+    title: str,
+    *,
+    rows: bool = False,
+) -> None:
+    """A bar chart PNG with each bar's count written on it; `rows`: one horizontal bar per label, top
+    down (matplotlib, Agg: no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from data_pipeline.validate.outcomes import REASONS
-
-    reasons = [reason for reason in REASONS if reason != "no_test_change" and counts[reason]]
-    fig, ax = plt.subplots(figsize=(8, 0.5 * len(reasons) + 1.5), layout="constrained")
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(labels) + 1.5 if rows else 4), layout="constrained")
     try:
-        colors = ["tab:green" if reason == "executable" else "tab:gray" for reason in reasons]
-        bars = ax.barh(reasons, [counts[reason] for reason in reasons], color=colors)
+        bars = (ax.barh if rows else ax.bar)(labels, counts, color=colors)
         ax.bar_label(bars, padding=3)
-        ax.invert_yaxis()
-        ax.set_xlabel("rows that change tests")
+        if rows:
+            ax.invert_yaxis()
+        else:
+            ax.set_ylabel("rows")
+        ax.set_xlabel(axis)
         ax.set_title(title)
-        ax.margins(x=0.12)
+        ax.margins(**({"x": 0.12} if rows else {"y": 0.15}))
         fig.savefig(path, dpi=100)
     finally:
         plt.close(fig)
+
+
+def strength_lines(results: list[dict]) -> list[str]:
+    """The test strength of the executable rows that measured it (`validate --mutants`): how many rows
+    per bin, the median, how many rows let a mutant survive, the mutants and the time they took."""
+    executable = [r for r in results if r["reason"] == "executable"]
+    measured = [r for r in executable if r.get("test_strength") is not None]
+    unmeasured = sum(1 for r in executable if "mutants_run" not in r)
+    no_mutant = sum(1 for r in executable if r.get("mutants_run") == 0)
+    if not measured:
+        return [f"test strength not measured ({unmeasured} executable rows)"] if unmeasured else []
+    values = [r["test_strength"] for r in measured]
+    lines = [f"test strength: {len(values)} rows, median {statistics.median(values):.2f}"]
+    for label, inside in strength_bands(values):
+        lines.append(f"  {label:<26} {inside:>6} {inside / len(values):>5.0%}")
+    weak = sum(1 for r in measured if r["surviving_mutants"])
+    lines.append(f"rows with a surviving mutant {weak:>6} {weak / len(values):>5.0%}")
+    run = sum(r["mutants_run"] for r in measured)
+    killed = sum(r["mutants_killed"] for r in measured)
+    lines.append(f"mutants killed / run         {killed:>6} / {run}")
+    if no_mutant:
+        lines.append(f"executable, no mutant to run {no_mutant:>6}")
+    if unmeasured:
+        lines.append(f"executable, not measured     {unmeasured:>6}")
+    seconds = sum(r["mutation_seconds"] for r in measured)
+    lines.append(f"time in mutation testing     {seconds:>6.0f} s (summed over rows, part of the above)")
+    return lines
+
+
+def plot_validation_funnel(path: Path, counts: Counter[str], title: str) -> None:
+    """The rows that change tests per verdict as horizontal bars, executable first, each with its count
+    (matplotlib, Agg: no display needed)."""
+    from data_pipeline.validate.outcomes import REASONS
+
+    reasons = [reason for reason in REASONS if reason != "no_test_change" and counts[reason]]
+    colors = ["tab:green" if reason == "executable" else "tab:gray" for reason in reasons]
+    _bars(path, reasons, [counts[r] for r in reasons], colors, "rows that change tests", title, rows=True)
 
 
 def _column(out: Path, name: str) -> list[int]:

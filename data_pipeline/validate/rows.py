@@ -274,6 +274,9 @@ def output_row(instance: Instance, result: Mapping[str, Any]) -> dict[str, Any]:
         "environment_setup_commit": instance.environment_setup_commit or instance.base_commit,
         "env_recipe": str(result.get("env_recipe") or ""),
     }
+    if "test_strength" in result:  # measured: `strength`; the survivors as one JSON string, like the lists
+        row["test_strength"] = result["test_strength"]
+        row["surviving_mutants"] = json.dumps(result["surviving_mutants"])
     row.update((k, v) for k, v in extra.items() if k not in row)
     return row
 

@@ -42,6 +42,7 @@ from data_pipeline.engines.pools import open_engine
 from data_pipeline.run.runner import progress_bar
 from data_pipeline.validate.outcomes import Verdict, judge
 from data_pipeline.validate.rows import Rows, output_row, output_table, version_at
+from data_pipeline.validate.strength import measure_strength
 from swerl.errors import UserError
 from swerl.execution.base import TestRun
 from swerl.execution.envs import EnvSetupError
@@ -101,6 +102,8 @@ class RowTask:
     repeats: int
     derive_version: bool
     """A mined row has no version: it is derived from the repository's tags (`version_at`)."""
+    mutants: int = 0
+    """At most this many mutants of the gold patch run against an executable row's tests (0: none)."""
 
 
 def validate_row(task: RowTask) -> dict[str, Any]:
@@ -116,6 +119,9 @@ def validate_row(task: RowTask) -> dict[str, Any]:
             instance = replace(instance, version=version_at(bare, instance.base_commit))
             record["version"] = instance.version
         verdict, recipe = _verdict(backend, instance, task.repeats)
+        if verdict.reason == "executable" and task.mutants:
+            tests = verdict.fail_to_pass + verdict.pass_to_pass
+            record.update(measure_strength(backend, instance, tests, task.mutants))
     except EnvSetupError as err:
         verdict, recipe = Verdict("env_failed", detail=str(err)[-_DETAIL:]), ""
     except (GitError, OSError, RuntimeError, UserError) as err:
@@ -158,12 +164,15 @@ class Summary:
 
     judged: int
     counts: collections.Counter[str]
+    written: int | None = None
+    """Rows written to test.parquet where a --min-test-strength left some executable rows out."""
 
     def report(self) -> str:
         tested = sum(n for reason, n in self.counts.items() if reason != "no_test_change")
         executable = self.counts.get("executable", 0)
         share = f" ({executable / tested:.0%} of {tested} rows that change tests)" if tested else ""
-        return f"validated {self.judged} rows now; {executable} executable{share}"
+        strong = "" if self.written is None else f", {self.written} of them strong enough to be written"
+        return f"validated {self.judged} rows now; {executable} executable{share}{strong}"
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -225,6 +234,10 @@ class Verdicts:
         self._at[record["instance_id"]] = (sys.intern(record["reason"]), offset)
 
 
+_UNRECORDED = {"mutants": 0}
+"""What a run recorded before a key was recorded at all did (a validation before mutants ran none)."""
+
+
 def claim(out: Path, described: dict[str, Any]) -> None:
     """Record what OUT validates, or check that a resumed run validates the same (input and repeats):
     verdicts of other runs must not mix in silently."""
@@ -232,7 +245,7 @@ def claim(out: Path, described: dict[str, Any]) -> None:
     if path.exists():
         recorded = json.loads(path.read_text(encoding="utf-8"))
         for key, value in described.items():
-            if recorded.get(key) != value:
+            if recorded.get(key, _UNRECORDED.get(key)) != value:
                 raise UserError(
                     f"{out} holds a validation with {key} {recorded.get(key)!r}, not {value!r}; "
                     "use another --out, or the same options to resume it"
@@ -257,12 +270,17 @@ def validate(
     derive_version: bool = False,
     local_source: Path | None = None,
     progress: bool = True,
+    mutants: int = 0,
+    min_test_strength: float | None = None,
 ) -> Summary:
     """Validate `rows` into OUT (see the module docstring); resumes what OUT already holds.
 
     `local_source`: the clone a mining run read (its mirror is made from it when the cache lacks one).
+    `mutants`: at most this many mutants of each executable row's gold patch run against its tests
+    (`strength`); `min_test_strength`: test.parquet keeps only the rows whose tests killed at least
+    that share of them.
     """
-    claim(out, {"input": input_name, "repeats": repeats})
+    claim(out, {"input": input_name, "repeats": repeats, "mutants": mutants})
     verdicts = Verdicts(out)
     chosen, to_run, first = _scan(rows, verdicts, max_rows)
     if to_run:
@@ -275,7 +293,9 @@ def validate(
     ):
         queue: collections.deque[Any] = collections.deque()
         for i, instance in enumerate(rows.instances(to_run)):
-            queue.append(submit(validate_row, RowTask(instance, options, repeats, derive_version), i))
+            queue.append(
+                submit(validate_row, RowTask(instance, options, repeats, derive_version, mutants), i)
+            )
             # Each verdict is recorded as soon as it is known (a kill loses only rows still running);
             # the oldest is waited for only once every worker has its share of rows, and the next row
             # is read only then.
@@ -287,8 +307,9 @@ def validate(
             verdicts.add(queue.popleft().result())
             judged += 1
             bar.update(1)
-    write_output(out, rows, verdicts, chosen)
-    return Summary(judged, collections.Counter(verdicts.reason(iid) for iid in chosen))
+    written = write_output(out, rows, verdicts, chosen, min_test_strength)
+    counts = collections.Counter(verdicts.reason(iid) for iid in chosen)
+    return Summary(judged, counts, None if min_test_strength is None else written)
 
 
 def _scan(rows: Rows, verdicts: Verdicts, max_rows: int | None) -> tuple[list[str], set[str], dict[str, str]]:
@@ -355,7 +376,9 @@ class _Widened(Exception):
     does not hold it."""
 
 
-def write_output(out: Path, rows: Rows, verdicts: Verdicts, chosen: Collection[str]) -> Path:
+def write_output(
+    out: Path, rows: Rows, verdicts: Verdicts, chosen: Collection[str], min_test_strength: float | None = None
+) -> int:
     """OUT/test.parquet: the executable rows among `chosen`, in input order, read from INPUT again and
     written a row group at a time (under a temporary name, then renamed: whole or absent).
 
@@ -363,8 +386,14 @@ def write_output(out: Path, rows: Rows, verdicts: Verdicts, chosen: Collection[s
     while it fits in one): the columns every row has in the order rows first have them, typed as over
     all rows. Rows of one schema (every mined row, every SWE-bench row) are written in one pass; a
     column or a type that only later rows have (a JSON Lines input's rows that differ) takes a first
-    pass over the rows for the schema, then a second to write them."""
+    pass over the rows for the schema, then a second to write them.
+
+    With `min_test_strength`, an executable row is written only when its tests killed at least that share
+    of its mutants (a row without a measured strength is not written: nothing vouches for its tests).
+    Returns the number of rows written."""
     executable = {iid for iid in chosen if verdicts.reason(iid) == "executable"}
+    if min_test_strength is not None:
+        executable = {iid for iid in executable if strong_enough(verdicts.record(iid), min_test_strength)}
     tmp = out / f".{OUTPUT}.tmp"
     try:
         _write(tmp, _tables(rows, verdicts, executable), None)
@@ -374,7 +403,13 @@ def write_output(out: Path, rows: Rows, verdicts: Verdicts, chosen: Collection[s
             schema = _unify(schema, table.schema)
         _write(tmp, _tables(rows, verdicts, executable), schema)
     os.replace(tmp, out / OUTPUT)
-    return out / OUTPUT
+    return len(executable)
+
+
+def strong_enough(record: Mapping[str, Any], minimum: float) -> bool:
+    """Whether a verdict record's measured test strength is at least `minimum`."""
+    strength = record.get("test_strength")
+    return strength is not None and strength >= minimum
 
 
 def _tables(rows: Rows, verdicts: Verdicts, executable: set[str]) -> Iterator[pa.Table]:

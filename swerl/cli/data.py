@@ -300,9 +300,14 @@ def _register_validate(commands: argparse._SubParsersAction) -> None:
         "PASS_TO_PASS: passed in every run; a test whose outcome changes between repeats is flaky and "
         "left out. Rows with FAIL_TO_PASS tests are written to OUT/test.parquet in SWE-bench's schema "
         "(plus env_recipe and the mined row's columns); every other row gets a reason (swerl data stats "
-        "OUT). A run stopped at any point continues when started again with the same arguments.",
+        "OUT). Each executable row's tests are then run against up to --mutants mutants of its gold patch "
+        "(a hunk left out, a comparison or boolean flipped, an off-by-one, a statement deleted, a return "
+        "value replaced, an exception swallowed): the share they reject is the row's test_strength, and "
+        "the survivors' diffs are kept. A run stopped at any point continues when started again with the "
+        "same arguments.",
         epilog="examples:\n"
         "  swerl data validate runs/mined --out runs/validated --max-rows 50 --workers 2\n"
+        "  swerl data validate runs/mined --out runs/strong --mutants 20 --min-test-strength 0.8\n"
         "  swerl data validate lite.parquet --clones ~/mirrors --instance-ids psf__requests-2317 "
         "--out runs/v-lite\n"
         "then: swerl data stats runs/validated\n"
@@ -323,6 +328,21 @@ def _register_validate(commands: argparse._SubParsersAction) -> None:
     )
     validate.add_argument("--repeats", type=positive_int, default=2, help="runs per side (default 2)")
     validate.add_argument("--workers", type=positive_int, default=1, help="rows at once (default 1)")
+    validate.add_argument(
+        "--mutants",
+        type=nonnegative_int,
+        default=10,
+        metavar="N",
+        help="mutants of the gold patch run against each executable row's tests, at most (default 10; "
+        "0: test strength not measured). Each costs one run of the row's test files",
+    )
+    validate.add_argument(
+        "--min-test-strength",
+        type=unit_interval,
+        metavar="X",
+        help="write only the executable rows whose tests killed at least this share of their mutants "
+        "(0-1; a row with no mutant to run is left out)",
+    )
     validate.add_argument(
         "--engine",
         choices=("local", "ray"),
@@ -364,6 +384,8 @@ def _run_validate(args: argparse.Namespace) -> int:
     harness_api()  # patches are applied with the harness's commands: a missing swebench is one line now
     if is_mining_output(args.out):
         raise UserError(f"--out {args.out} is a mining output; validate into a folder of its own")
+    if args.min_test_strength is not None and not args.mutants:
+        raise UserError("--min-test-strength needs mutants to measure it: drop --mutants 0")
     rows = load_input(args.input, args.instance_ids)
     source = rows.source
     local = Path(source["path"]) if source and source.get("kind") == "local" else None
@@ -391,6 +413,8 @@ def _run_validate(args: argparse.Namespace) -> int:
         derive_version=rows.mined,
         local_source=None if args.clones else local,
         progress=not args.quiet,
+        mutants=args.mutants,
+        min_test_strength=args.min_test_strength,
     )
     print(
         f"{summary.report()}; {args.out / 'test.parquet'}; funnel: swerl data stats {args.out}",
@@ -585,8 +609,14 @@ def _run_mine(args: argparse.Namespace) -> int:
 
 
 def _run_stats(args: argparse.Namespace) -> int:
-    from data_pipeline.report.stats import funnel, plot_validation_funnel, validation_funnel, write_histograms
-    from data_pipeline.validate.runner import RUN_FILE
+    from data_pipeline.report.stats import (
+        funnel,
+        plot_strength,
+        plot_validation_funnel,
+        validation_funnel,
+        write_histograms,
+    )
+    from data_pipeline.validate.runner import RUN_FILE, read_results
 
     if (args.dir / RUN_FILE).is_file():
         text, counts = validation_funnel(args.dir)
@@ -595,6 +625,12 @@ def _run_stats(args: argparse.Namespace) -> int:
         plots.mkdir(parents=True, exist_ok=True)
         plot_validation_funnel(plots / "funnel.png", counts, f"validation of {args.dir.name}")
         print(f"wrote {plots / 'funnel.png'}")
+        strengths = [
+            r["test_strength"] for r in read_results(args.dir).values() if r.get("test_strength") is not None
+        ]
+        if strengths:
+            plot_strength(plots / "test_strength.png", strengths, f"test strength of {args.dir.name}")
+            print(f"wrote {plots / 'test_strength.png'}")
         return 0
 
     report = funnel(args.dir)

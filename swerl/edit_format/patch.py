@@ -255,6 +255,49 @@ def _apply_hunks(path: str, before: str, patched: unidiff.PatchedFile) -> str:
     return "".join(out)
 
 
+def rebase_patch(old: Mapping[str, str], patch: str) -> str:
+    """`patch` with each hunk moved to where its source lines are in `old`: the place nearest to the line
+    its header names, after the previous hunk, as `git apply` finds a hunk at an offset. Published gold
+    patches need this (SWE-bench's were made against a slightly different tree); a patch that fits as
+    written comes back unchanged in content. Files not in `old` (new files) are left as they are.
+    Raises `PatchApplyError` when a hunk's lines are nowhere after the previous hunk."""
+    try:
+        parsed = parse_patch(patch)
+    except unidiff.UnidiffParseError as err:
+        raise PatchApplyError(f"not a valid unified diff: {err}") from err
+    for patched in parsed:
+        source = _source_and_target(patched)[0]
+        if source is None or source not in old:
+            continue
+        lines = split_lines(old[source])
+        cursor = shift = 0
+        for hunk in patched:
+            want = _hunk_sides(hunk)[0]
+            start = _nearest(lines, want, hunk.source_start - 1 if want else hunk.source_start, cursor)
+            if start is None:
+                raise PatchApplyError(
+                    f"{source}: the lines of hunk @@ -{hunk.source_start} are not in the file"
+                )
+            hunk.source_start = start + 1 if want else start
+            hunk.target_start = hunk.source_start + shift
+            shift += hunk.target_length - hunk.source_length
+            cursor = start + len(want)
+    return str(parsed)
+
+
+def _nearest(lines: Sequence[str], want: Sequence[str], start: int, cursor: int) -> int | None:
+    """The index at or after `cursor` nearest to `start` where `want` runs in `lines` (`start` itself for
+    a hunk with no source lines), or None."""
+    if not want:
+        return start
+    found = [
+        i
+        for i in range(cursor, len(lines) - len(want) + 1)
+        if lines[i] == want[0] and list(lines[i : i + len(want)]) == list(want)
+    ]
+    return min(found, key=lambda i: abs(i - start)) if found else None
+
+
 def apply_patch_to_contents(old: Mapping[str, str], patch: str) -> dict[str, str | None]:
     """Apply a unified diff to in-memory contents. Returns the new content of every path it touches.
 

@@ -17,6 +17,11 @@ plan: reward None, refused before training) and `infra_error` (an environment th
 run that raised, the harness's own time limit, a test patch that does not apply: retried once, then
 left out of the group's advantage).
 
+Weak tests (`swerl data validate --mutants` measures each row's `test_strength`: the share of altered
+gold patches its tests reject): with `min_test_strength` a row below it is `not_executable`
+(`weak_tests`); with `strength_weight` a resolved answer earns the row's strength instead of 1. Both off
+by default; docs/reward.md weighs them.
+
 Unexploitable. Before the run, the answer's changes to files that decide how tests run are dropped:
 test paths (`swerl.path_kinds.is_test_path`: under tests/, test/, testing/, spec/ and the like, test_*,
 *_test.*, *_tests.*, conftest.py: what mining calls a test), pytest's configuration
@@ -169,6 +174,22 @@ def not_executable(instance: Instance | None) -> tuple[str, str] | None:
     return None
 
 
+def test_strength(instance: Instance) -> float | None:
+    """The share of its gold patch's mutants the row's tests kill (`swerl data validate`'s
+    `test_strength` column), or None where it was not measured."""
+    value = instance.extra.get("test_strength")
+    return None if value is None else float(value)
+
+
+def weak_tests(instance: Instance, minimum: float) -> tuple[str, str] | None:
+    """(`weak_tests`, message) when the row's test strength is below `minimum` or unknown, else None."""
+    strength = test_strength(instance)
+    if strength is not None and strength >= minimum:
+        return None
+    said = "not measured" if strength is None else f"{strength:.2f}"
+    return "weak_tests", f"{instance.instance_id}: test strength {said}, below {minimum:g}"
+
+
 def answer_patch(
     row: Mapping[str, Any], code_context: Mapping[str, str], read_base: Callable[[str], str | None]
 ) -> tuple[str | None, FormatError | None]:
@@ -239,6 +260,11 @@ class ExecutionReward:
     run_empty: bool = False
     """Also run the tests of an empty patch (the base tree with the test patch) instead of scoring it
     unresolved unrun: for RLEF's feedback on an answer that changes nothing, which must say what failed."""
+    min_test_strength: float | None = None
+    """Rows whose tests killed less than this share of their gold patch's mutants (`swerl data validate
+    --mutants`; a row that measured none counts as weak) are not executable: `weak_tests`."""
+    strength_weight: bool = False
+    """A resolved answer earns the row's test strength instead of 1 (a row without one: 1)."""
     _counter: _Counter = field(default_factory=_Counter, repr=False)
     _known: dict[tuple[str, str], tuple[str, str] | None] = field(default_factory=dict, repr=False)
 
@@ -252,6 +278,8 @@ class ExecutionReward:
     def problem(self, instance: Instance | None) -> tuple[str, str] | None:
         """`not_executable`, plus whether the backend has the repository and its base commit."""
         problem = not_executable(instance)
+        if problem is None and instance is not None and self.min_test_strength is not None:
+            problem = weak_tests(instance, self.min_test_strength)
         if problem is not None or instance is None:
             return problem
         key = (instance.repo, instance.base_commit)
@@ -366,8 +394,15 @@ class ExecutionReward:
             elif isinstance(patch, FormatError):
                 out.append(ExecutionResult(-1.0, "malformed", str(patch.kind.value), str(patch)))
             else:
-                out.append(_copy(verdicts[keys[i]]))
+                out.append(self._weighted(pairs[i][0], _copy(verdicts[keys[i]])))
         return out
+
+    def _weighted(self, instance: Instance, result: ExecutionResult) -> ExecutionResult:
+        """A resolved answer's reward times the row's test strength, with `strength_weight`."""
+        strength = test_strength(instance)
+        if self.strength_weight and result.kind == "resolved" and strength is not None:
+            result.reward = strength
+        return result
 
     def _on_ray(self, jobs: Sequence[tuple[Instance, str]]) -> list[ExecutionResult]:
         """`score_patch` of each (instance, patch) as a Ray task, all submitted at once; a task that Ray

@@ -229,6 +229,13 @@ class ExecutionConfig:
             `pip install 'swerl[ray]'`).
         execution_shaping: "none", or "fail_to_pass" (an unresolved answer that breaks no PASS_TO_PASS
             test gets the share of FAIL_TO_PASS tests it passes; GRPO only).
+        execution_min_test_strength: leave out rows whose tests killed less than this share of their gold
+            patch's mutants (the `test_strength` column of `swerl data validate`; a row without one is
+            left out too); None keeps every executable row.
+        execution_strength_weight: a resolved answer earns the row's test strength instead of 1 (rows
+            without one: 1; GRPO only). Under `scale_rewards: group` the advantages of a group of only
+            resolved and unresolved answers are divided by their spread, which cancels the weight: it
+            acts with "batch" or "none", or against malformed answers (-1) in the group.
         execution_cache_dir: bare mirrors and test environments (reused across steps and runs).
         execution_clones: a directory of existing clones to mirror from instead of GitHub.
         execution_offline: never contact GitHub.
@@ -239,6 +246,8 @@ class ExecutionConfig:
     execution_workers: PositiveInt = 1
     execution_engine: Literal["threads", "ray"] = "threads"
     execution_shaping: Literal["none", "fail_to_pass"] = "none"
+    execution_min_test_strength: UnitInterval | None = None
+    execution_strength_weight: bool = False
     execution_cache_dir: str = "runs/agentless-cache"
     execution_clones: str | None = None
     execution_offline: bool = False

@@ -182,6 +182,8 @@ def execution_reward(config: ExecutionConfig) -> ExecutionReward:
         shaping=config.execution_shaping,
         workers=config.execution_workers,
         engine=config.execution_engine,
+        min_test_strength=config.execution_min_test_strength,
+        strength_weight=config.execution_strength_weight,
     )
 
 
