@@ -113,3 +113,24 @@ def test_where_the_gold_patch_resolves_verdicts_are_unchanged_and_a_validated_ro
 )
 def test_network_errors_are_recognized_in_failure_reasons(reason: str, network: bool) -> None:
     assert needs_network(reason) is network
+
+
+def test_validate_names_the_tests_that_need_the_network() -> None:
+    """A row's test that fails after the fix with a network error is named as such, in neither list."""
+    from data_pipeline.validate.outcomes import judge
+    from swerl.execution.base import TestRun
+
+    log = (
+        "FAILED t.py::test_get - requests.exceptions.ConnectionError: HTTPConnectionPool(host='httpbin.org',"
+        " port=80): Max retries exceeded with url: /get\nFAILED t.py::test_fix - AssertionError\n"
+    )
+    before = TestRun("ok", {"t.py::test_fix": "FAILED", "t.py::test_get": "FAILED"}, log)
+    after = TestRun("ok", {"t.py::test_fix": "PASSED", "t.py::test_get": "FAILED"}, log)
+    verdict = judge([before], [after])
+    assert (verdict.reason, verdict.fail_to_pass, verdict.network) == (
+        "executable",
+        ["t.py::test_fix"],
+        ["t.py::test_get"],
+    )
+    only_network = judge([before], [dataclasses.replace(after, results={"t.py::test_get": "FAILED"})])
+    assert only_network.reason == "no_fail_to_pass" and "1 need the network" in only_network.detail
