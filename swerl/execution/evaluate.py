@@ -265,6 +265,20 @@ def cannot_judge(known: dict[str, str]) -> dict[str, Any]:
     return row
 
 
+def _unresolved_untested(row: dict[str, Any], **why: str) -> dict[str, Any]:
+    """An answer's unresolved row where its own tests gave no outcome to judge without some tests (its
+    code did not build, its run gave no results): `why` says which."""
+    return {
+        **row,
+        "status": "unresolved",
+        "resolved": False,
+        "resolved_without_env_failures": False,
+        "undecidable": False,
+        "env_failures": {},
+        **why,
+    }
+
+
 def _judge(
     inst: Instance,
     pred: dict[str, Any],
@@ -311,15 +325,7 @@ def _judge(
         if gold:
             known = {ALL_TESTS: f"the gold patch does not build here: {said}"}
             return {**row, **cannot_judge(known), "undecidable": True, "env_failures": known}
-        return {
-            **row,
-            "status": "unresolved",
-            "resolved": False,
-            "resolved_without_env_failures": False,
-            "undecidable": False,
-            "env_failures": {},
-            "build": said,
-        }
+        return _unresolved_untested(row, build=said)
     if not report.get("patch_successfully_applied"):
         # The tests ran and gave no results the harness accepts. When they said why (an import that
         # fails in this environment) with the gold patch, no test of the instance can run here: an
@@ -337,15 +343,7 @@ def _judge(
                     "env_failures": known,
                 }
             if inst.instance_id in env_failures or (asked and asked[0]):  # the gold patch's tests ran
-                return {
-                    **row,
-                    "status": "unresolved",
-                    "resolved": False,
-                    "resolved_without_env_failures": False,
-                    "undecidable": False,
-                    "env_failures": {},
-                    "no_test_results": run_failure_reason(said),
-                }
+                return _unresolved_untested(row, no_test_results=run_failure_reason(said))
         # The patch did not apply, or nothing ran at all (the harness's own exit-status line is all the
         # log has): no verdict, and nothing learnt about which tests this machine can run.
         why = "the patch does not apply" if not run.applied else "the tests gave no results"
