@@ -40,6 +40,7 @@ from agentless.localize.files import (
 )
 from agentless.localize.index import IndexCache
 from agentless.localize.signals import extract_signals
+from agentless.repair import turns
 from agentless.repair.candidates import make_candidate
 from agentless.repair.context import build_context
 from agentless.rerank.regression import parse_excluded_tests, regression_filter_messages
@@ -92,6 +93,17 @@ class RunConfig:
     max_groups: int = 8
     # The repair prompt's style (swerl.edit_format): serve a model with the style it was trained on.
     prompt_style: PromptStyle = "full"
+    feedback_turns: int = 0
+    """Turns of execution feedback per repair sample before rerank (`agentless.repair.turns`): its patch
+    runs on the regression and reproduction tests, and their failures are the model's next user turn."""
+
+    def stages(self) -> tuple[str, ...]:
+        """The stages of a run: the feedback stage only with feedback turns (a run without writes the
+        files it always wrote)."""
+        if self.feedback_turns <= 0:
+            return STAGES
+        at = STAGES.index("rerank")
+        return (*STAGES[:at], "feedback", *STAGES[at:])
 
 
 @dataclass
@@ -135,8 +147,10 @@ def stage_options(cfg: RunConfig) -> dict[str, dict[str, Any]]:
         "reproduction_samples": cfg.reproduction_samples if cfg.reproduction else None,
         "reproduction_max_new_tokens": cfg.reproduction_max_new_tokens if cfg.reproduction else None,
     }
+    # The key only with feedback turns on: the options of runs made before it existed stay equal.
+    turns = {**repair, "feedback_turns": cfg.feedback_turns} if cfg.feedback_turns > 0 else repair
     rerank = {
-        **repair,
+        **turns,
         "regression": cfg.regression,
         "regression_from_gold": cfg.regression_from_gold,
         "regression_model_filter": cfg.regression_model_filter,
@@ -146,6 +160,7 @@ def stage_options(cfg: RunConfig) -> dict[str, dict[str, Any]]:
         "localize_files": files,
         "localize_elements": elements,
         "repair": repair,
+        "feedback": {**turns, "regression": cfg.regression, "regression_from_gold": cfg.regression_from_gold},
         "rerank": rerank,
         "predictions": rerank,
     }
@@ -179,8 +194,14 @@ def claim_stages(out_dir: Path, cfg: RunConfig, stages: Sequence[str]) -> None:
     path.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def _pending(instances: Sequence[Instance], stage: StageFile) -> list[Instance]:
-    done = {iid for iid, row in stage.by_id().items() if "stage_error" not in row}
+def _finished(row: Mapping[str, Any]) -> bool:
+    return "stage_error" not in row
+
+
+def _pending(
+    instances: Sequence[Instance], stage: StageFile, finished: Callable[[Mapping[str, Any]], bool]
+) -> list[Instance]:
+    done = {iid for iid, row in stage.by_id().items() if finished(row)}
     return [inst for inst in instances if inst.instance_id not in done]
 
 
@@ -190,9 +211,11 @@ def _run_stage(
     out_dir: Path,
     ctx: Context,
     work: Callable[[Instance], dict[str, Any]],
+    finished: Callable[[Mapping[str, Any]], bool] = _finished,
 ) -> None:
+    """Append `work`'s row for each instance without a finished row (`finished`: no stage error)."""
     stage = StageFile(stage_path(out_dir, name))
-    pending = _pending(instances, stage)
+    pending = _pending(instances, stage, finished)
     ctx.log(f"[{name}] {len(instances) - len(pending)} done, {len(pending)} to go")
     refusals: list[CompletionServerError] = []
     for inst in pending:
@@ -306,16 +329,34 @@ def localize_elements(
 # -- stage 3: repair ------------------------------------------------------------------------------------
 
 
-def repair(inst: Instance, loc_row: dict[str, Any], ctx: Context, cfg: RunConfig) -> dict[str, Any]:
-    if ctx.sampler is None:
-        raise RuntimeError("repair needs a model")
+def _repair_prompt(
+    inst: Instance, loc_row: Mapping[str, Any], ctx: Context, cfg: RunConfig
+) -> tuple[dict[str, str], dict[str, str], list[dict[str, str]]]:
+    """(the localized files' sources, the code context, the repair prompt's messages)."""
     files = list(loc_row.get("files", []))
     locations = [
         EditLocation(str(r["path"]), int(r["start"]), int(r["end"])) for r in loc_row["edit_locations"]
     ]
     sources = _sources(ctx, inst, files)
     context = build_context(sources, files, locations, max_files=cfg.context_files)
-    messages = build_messages(inst.problem_statement, context, style=cfg.prompt_style)
+    return sources, context, build_messages(inst.problem_statement, context, style=cfg.prompt_style)
+
+
+def _base_reader(inst: Instance, ctx: Context, sources: Mapping[str, str]) -> Callable[[str], str | None]:
+    """A file's text at the base commit, from the already read `sources` first."""
+
+    def read(path: str) -> str | None:
+        if path in sources:
+            return sources[path]
+        return ctx.repos.read_file(inst.repo, inst.base_commit, path)
+
+    return read
+
+
+def repair(inst: Instance, loc_row: dict[str, Any], ctx: Context, cfg: RunConfig) -> dict[str, Any]:
+    if ctx.sampler is None:
+        raise RuntimeError("repair needs a model")
+    sources, context, messages = _repair_prompt(inst, loc_row, ctx, cfg)
     row: dict[str, Any] = {
         "context_files": list(context),
         "prompt_chars": sum(len(m["content"]) for m in messages),
@@ -332,11 +373,7 @@ def repair(inst: Instance, loc_row: dict[str, Any], ctx: Context, cfg: RunConfig
     except PromptTooLong as err:
         return {**row, "samples": [], "skipped": str(err), "reproduction_tests": []}
 
-    def read(path: str) -> str | None:
-        if path in sources:
-            return sources[path]
-        return ctx.repos.read_file(inst.repo, inst.base_commit, path)
-
+    read = _base_reader(inst, ctx, sources)
     candidates = [
         make_candidate(i, s.text, read, temperature=s.temperature, finish_reason=s.finish_reason)
         for i, s in enumerate(samples)
@@ -365,6 +402,58 @@ def repair(inst: Instance, loc_row: dict[str, Any], ctx: Context, cfg: RunConfig
         "errors": errors,
         "reproduction_tests": reproductions,
     }
+
+
+# -- stage 3b: feedback turns ---------------------------------------------------------------------------
+
+
+def feedback(
+    inst: Instance,
+    loc_row: dict[str, Any],
+    repair_row: dict[str, Any],
+    prior: dict[str, Any] | None,
+    ctx: Context,
+    cfg: RunConfig,
+    save: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    """Every repair sample's episode of feedback turns (`agentless.repair.turns`), from `prior` (the
+    instance's last saved state) on; `save` is called with the state after each phase."""
+    if ctx.sampler is None or ctx.backend is None:
+        raise RuntimeError("feedback turns need a model and a test backend")
+    state: dict[str, Any] = (
+        {k: v for k, v in prior.items() if k != "instance_id"}
+        if prior is not None
+        else {"tests": None, "notes": [], "episodes": turns.first_turns(repair_row), "done": False}
+    )
+    if not state["episodes"]:
+        return {**state, "done": True}
+    if state["tests"] is None:
+        first = {"samples": [{"index": e["index"], **e["turns"][0]} for e in state["episodes"]]}
+        candidates = _patch_candidates(inst, first, ctx)
+        reproductions = list(repair_row.get("reproduction_tests", [])) if cfg.reproduction else []
+        found = turns.public_tests(
+            inst, ctx.backend, regression_tests(inst, candidates, ctx, cfg), reproductions, state["notes"]
+        )
+        state["tests"] = found.to_row()
+        save(state)
+    tests = turns.PublicTests.from_row(state["tests"])
+    sources, _, messages = _repair_prompt(inst, loc_row, ctx, cfg)
+    read = _base_reader(inst, ctx, sources)
+    episodes = state["episodes"]
+    # Each phase saves its state when it moved an episode on (a resumed phase may have nothing to do).
+    while any(e["stopped"] is None for e in episodes):
+        if turns.give_feedback(inst, ctx.backend, tests, episodes, cfg.feedback_turns):
+            save(state)
+        sampler, new_tokens = ctx.sampler, cfg.max_new_tokens
+        if turns.answer_again(sampler, messages, episodes, read, max_new_tokens=new_tokens, seed=cfg.seed):
+            save(state)
+    return {**state, "done": True}
+
+
+def final_answers(feedback_row: Mapping[str, Any], repair_row: Mapping[str, Any]) -> dict[str, Any]:
+    """The repair row rerank reads, with each sample's last answer in place of its first."""
+    samples = [{"index": e["index"], **e["turns"][-1]} for e in feedback_row.get("episodes", [])]
+    return {**repair_row, "samples": samples}
 
 
 # -- stage 4: rerank ------------------------------------------------------------------------------------
@@ -435,6 +524,8 @@ def prediction_metadata(cfg: RunConfig, rerank_row: Mapping[str, Any] | None = N
         "reproduction": cfg.reproduction,
         "num_samples": cfg.num_samples,
     }
+    if cfg.feedback_turns > 0:
+        meta["feedback_turns"] = cfg.feedback_turns
     if cfg.regression and cfg.regression_model_filter:
         meta["regression_model_filter"] = True
     if cfg.reproduction:
@@ -479,9 +570,33 @@ def run_localization(instances: Sequence[Instance], out_dir: Path, ctx: Context,
     )
 
 
+def _run_feedback(
+    instances: Sequence[Instance],
+    out_dir: Path,
+    ctx: Context,
+    cfg: RunConfig,
+    elements: dict[str, dict[str, Any]],
+    repairs: dict[str, dict[str, Any]],
+) -> None:
+    """The feedback stage: an instance is finished when its row says `done`; an unfinished one goes on
+    from its last saved state (a stage error's row is no state: the state before it is)."""
+    stage = StageFile(stage_path(out_dir, "feedback"))
+    saved = {row["instance_id"]: row for row in stage.rows() if "stage_error" not in row}
+
+    def work(inst: Instance) -> dict[str, Any]:
+        def save(state: dict[str, Any]) -> None:
+            stage.append({"instance_id": inst.instance_id, **state})
+
+        loc_row = _needs(elements, inst, "localize_elements")
+        repair_row = _needs(repairs, inst, "repair")
+        return feedback(inst, loc_row, repair_row, saved.get(inst.instance_id), ctx, cfg, save)
+
+    _run_stage("feedback", instances, out_dir, ctx, work, finished=lambda row: bool(row.get("done")))
+
+
 def run(instances: Sequence[Instance], out_dir: Path, ctx: Context, cfg: RunConfig) -> Path:
     """Every stage; returns the path of predictions.jsonl (one row per instance, empty patch if none)."""
-    claim_stages(out_dir, cfg, STAGES)
+    claim_stages(out_dir, cfg, cfg.stages())
     run_localization(instances, out_dir, ctx, cfg)
     elements = _rows(out_dir, "localize_elements")
     _run_stage(
@@ -492,6 +607,14 @@ def run(instances: Sequence[Instance], out_dir: Path, ctx: Context, cfg: RunConf
         lambda i: repair(i, _needs(elements, i, "localize_elements"), ctx, cfg),
     )
     repairs = _rows(out_dir, "repair")
+    if cfg.feedback_turns > 0:
+        _run_feedback(instances, out_dir, ctx, cfg, elements, repairs)
+        finals = _rows(out_dir, "feedback")
+        repairs = {
+            i.instance_id: final_answers(_needs(finals, i, "feedback"), _needs(repairs, i, "repair"))
+            for i in instances
+            if finals.get(i.instance_id, {}).get("done")
+        }
     _run_stage("rerank", instances, out_dir, ctx, lambda i: rerank(i, _needs(repairs, i, "repair"), ctx, cfg))
     reranked = _rows(out_dir, "rerank")
     predictions = StageFile(stage_path(out_dir, "predictions"))

@@ -204,7 +204,11 @@ def test_run_without_a_model_localizes_and_stages_refuse_other_options(
 
 @pytest.mark.parametrize(
     ("option", "parent"),
-    [(["--reproduction-samples", "8"], "--reproduction"), (["--regression-model-filter"], "--regression")],
+    [
+        (["--reproduction-samples", "8"], "--reproduction"),
+        (["--regression-model-filter"], "--regression"),
+        (["--feedback-turns", "2"], "--regression and/or --reproduction"),
+    ],
 )
 def test_an_option_without_the_option_it_refines_is_an_error(option: list[str], parent: str) -> None:
     # Before any dataset or model is read: the run would otherwise go on without the option's effect.

@@ -153,13 +153,7 @@ def _regression_filter(
     if not tests:
         notes.append("regression filter skipped: no tests to run")
         return field_
-    baseline = backend.run_tests(instance, tests)
-    asked = set(tests)
-    passing = sorted(
-        t
-        for t, status in baseline.results.items()
-        if status in ("PASSED", "XFAIL") and (t in asked or t.split("::", 1)[0] in asked)
-    )
+    baseline, passing = passing_at_base(instance, backend, tests)
     if exclude is not None and passing:
         dropped = set(exclude(passing))
         if dropped:
@@ -175,6 +169,21 @@ def _regression_filter(
     return [r for r in field_ if r.regression_failures == best]
 
 
+def passing_at_base(
+    instance: Instance, backend: ExecutionBackend, tests: Sequence[str]
+) -> tuple[TestRun, list[str]]:
+    """The run of `tests` (files or ids) on the unpatched base commit, and the tests of it that pass:
+    only those can tell a patch that breaks something from one that does not."""
+    baseline = backend.run_tests(instance, tests)
+    asked = set(tests)
+    passing = sorted(
+        t
+        for t, status in baseline.results.items()
+        if status in ("PASSED", "XFAIL") and (t in asked or t.split("::", 1)[0] in asked)
+    )
+    return baseline, passing
+
+
 def _failures(run: TestRun, tests: Sequence[str]) -> int:
     if run.status in ("apply_failed", "build_failed"):
         return len(tests) + 1  # worse than breaking every test: the patch does not apply or compile
@@ -186,7 +195,7 @@ def reproduction_path(i: int) -> str:
     return f"test_swerl_reproduction_{i}.py"
 
 
-def _passed_files(run: TestRun, paths: Sequence[str]) -> set[str]:
+def passed_files(run: TestRun, paths: Sequence[str]) -> set[str]:
     """The test files of `paths` whose every test passed in `run` (a file with no result did not)."""
     if run.status != "ok":
         return set()
@@ -194,6 +203,29 @@ def _passed_files(run: TestRun, paths: Sequence[str]) -> set[str]:
     for test, status in run.results.items():
         by_file.setdefault(test.split("::", 1)[0], []).append(status)
     return {p for p in paths if by_file.get(p) and all(s == "PASSED" for s in by_file[p])}
+
+
+def reproduction_files(sources: Sequence[str], indexes: Sequence[int]) -> tuple[list[str], str]:
+    """The paths of the reproduction tests `indexes` and the patch that adds them to the tree."""
+    paths = [reproduction_path(i) for i in indexes]
+    return paths, build_git_patch({}, {reproduction_path(i): sources[i] for i in indexes})
+
+
+def failing_at_base(
+    instance: Instance, backend: ExecutionBackend, sources: Sequence[str], notes: list[str]
+) -> list[int]:
+    """Indexes of the reproduction tests (file sources) that fail on the base commit: a test that
+    already passes cannot tell a fix from no fix. Why none is kept goes to `notes`."""
+    paths, test_patch = reproduction_files(sources, range(len(sources)))
+    before = backend.run_tests(instance, paths, [test_patch])
+    if before.status != "ok":
+        notes.append(f"reproduction tests not used: the run at the base commit ended {before.status}")
+        return []
+    ran = {t.split("::", 1)[0] for t in before.results}
+    kept = [i for i, p in enumerate(paths) if p in ran and p not in passed_files(before, [p])]
+    if not kept:
+        notes.append(f"reproduction tests not used: none of {len(paths)} fails on the base commit")
+    return kept
 
 
 def _reproduction_filter(
@@ -208,22 +240,13 @@ def _reproduction_filter(
 
     All tests go into one run per group (each in its own file), so the cost is one run at the base plus
     one per group, whatever the number of tests."""
-    paths = [reproduction_path(i) for i in range(len(sources))]
-    test_patch = build_git_patch({}, dict(zip(paths, sources, strict=True)))
-    before = backend.run_tests(instance, paths, [test_patch])
-    if before.status != "ok":
-        notes.append(f"reproduction tests not used: the run at the base commit ended {before.status}")
-        return field_, []
-    ran = {t.split("::", 1)[0] for t in before.results}
-    kept = [i for i, p in enumerate(paths) if p in ran and p not in _passed_files(before, [p])]
+    kept = failing_at_base(instance, backend, sources, notes)
     if not kept:
-        notes.append(f"reproduction tests not used: none of {len(paths)} fails on the base commit")
         return field_, []
-    kept_paths = [paths[i] for i in kept]
-    kept_patch = build_git_patch({}, {paths[i]: sources[i] for i in kept})
+    kept_paths, kept_patch = reproduction_files(sources, kept)
     for report in field_:
         run = backend.run_tests(instance, kept_paths, [patches[report.group.representative], kept_patch])
-        report.reproduction_passed = len(_passed_files(run, kept_paths))
+        report.reproduction_passed = len(passed_files(run, kept_paths))
     best = max(r.reproduction_passed or 0 for r in field_)
     if best == 0:
         notes.append(f"no candidate passes any of the {len(kept)} kept reproduction tests; they were ignored")

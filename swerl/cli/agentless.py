@@ -216,6 +216,14 @@ def register(groups: argparse._SubParsersAction) -> None:
         "--temperature; default: 4)",
     )
     run.add_argument(
+        "--feedback-turns",
+        type=nonnegative_int,
+        default=0,
+        metavar="N",
+        help="repair in turns: each sample's patch runs on the --regression and --reproduction tests and "
+        "their failures go back to the model, up to N times, before rerank (default: 0, one answer)",
+    )
+    run.add_argument(
         "--backend",
         choices=("local", "docker"),
         default="local",
@@ -490,7 +498,7 @@ def _local_model(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from agentless.pipeline import STAGES, claim_stages, run, run_localization, stage_path
+    from agentless.pipeline import claim_stages, run, run_localization, stage_path
     from agentless.stages import StageFile
 
     _local_model(args)
@@ -499,6 +507,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.reproduction_samples is not None and not args.reproduction:
         raise UserError(
             "--reproduction-samples sets how many tests --reproduction samples: add --reproduction"
+        )
+    has_tests = args.regression or args.regression_from_gold_pass_to_pass or args.reproduction
+    if args.feedback_turns and not has_tests:
+        raise UserError(
+            "--feedback-turns feeds back the failures of the tests a deployment has: add --regression "
+            "and/or --reproduction"
         )
     instances = _instances(args)
     if not args.model:
@@ -521,10 +535,12 @@ def _run(args: argparse.Namespace) -> int:
         regression_from_gold=args.regression_from_gold_pass_to_pass,
         regression_model_filter=args.regression_model_filter,
         reproduction=args.reproduction,
+        feedback_turns=args.feedback_turns,
         **({"reproduction_samples": args.reproduction_samples} if args.reproduction_samples else {}),
     )
     hold_folder(args.out, "agentless run")
-    claim_stages(args.out, cfg, STAGES)  # stage rows of other options are refused before the model loads
+    # Stage rows of other options are refused before the model loads.
+    claim_stages(args.out, cfg, cfg.stages())
     ctx = _context(args, _sampler(args), _backend(args))
     predictions = run(instances, args.out, ctx, cfg)
     with predictions.open(encoding="utf-8") as f:

@@ -1,24 +1,28 @@
-"""`swerl eval codecontests|humaneval`: n@k solve rates of a model with execution feedback, with CIs.
+"""`swerl eval codecontests|humaneval|repository`: n@k solve rates of a model with execution feedback.
 
-Both commands sample dialogs with the RLEF episode machinery (`swerl.environments.codecontests`): up to
+The commands sample dialogs with the RLEF episode machinery (`swerl.environments.dialog`): up to
 `--max-turns` answers, each failed public test run turned into feedback, every answer judged on the
 held-out tests, then n@k with bootstrap confidence intervals (`swerl.evaluation.nak`). The two ablations
 of the paper are flags: `--no-feedback` (independent answers, same budget in answers) and
-`--random-feedback` (feedback from running the answer on an unrelated problem's public tests).
+`--random-feedback` (feedback from running the answer on an unrelated problem's public tests; for a
+repository row, another row's public test failures).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 from swerl.cli.args import (
+    existing_dir,
     local_or_name,
     model_name,
     nonnegative_float,
     nonnegative_int,
+    output_dir,
     output_file,
     positive_int,
     unit_interval,
@@ -29,7 +33,7 @@ from swerl.errors import UserError
 def register(groups: argparse._SubParsersAction) -> None:
     group = groups.add_parser(
         "eval",
-        help="n@k solve rates with execution feedback (CodeContests, HumanEval)",
+        help="n@k solve rates with execution feedback (CodeContests, HumanEval, repository rows)",
         description="Sample multi-turn dialogs with execution feedback and report n@k solve rates with "
         "bootstrap confidence intervals (see docs/rlef.md).",
     )
@@ -75,6 +79,47 @@ def register(groups: argparse._SubParsersAction) -> None:
     )
     _common(he, default_nk="1@1,1@3,10@100")
     he.set_defaults(run=_run_humaneval)
+    repo = commands.add_parser(
+        "repository",
+        help="executable repository rows (swerl data validate output, SWE-bench-schema files)",
+        description="Dialogs on repository rows: each answer is SEARCH/REPLACE edits, the public tests "
+        "(a share of FAIL_TO_PASS and the PASS_TO_PASS tests) run through the local harness and their "
+        "failures are the next turn; every answer is graded on all of the row's tests. Rows with one "
+        "FAIL_TO_PASS test are left out (see docs/rlef.md, Repository tasks).",
+        epilog="example: swerl eval repository --model runs/rlef-repo/final --data runs/validated "
+        "--nk 1@3 --samples 3 (add --no-feedback for 3 independent answers)",
+    )
+    repo.add_argument(
+        "--data",
+        required=True,
+        type=local_or_name,
+        help="validated rows: a .parquet/.jsonl file or a folder of .parquet files",
+    )
+    repo.add_argument(
+        "--public-share",
+        type=unit_interval,
+        default=0.5,
+        help="share of FAIL_TO_PASS tests shown as feedback (default 0.5; at least one, never all)",
+    )
+    repo.add_argument(
+        "--feedback-chars", type=positive_int, default=2400, help="longest feedback turn in characters"
+    )
+    from swerl.cli.agentless import DEFAULT_CACHE, _add_local_backend_options
+
+    repo.add_argument(
+        "--cache-dir",
+        type=output_dir,
+        default=DEFAULT_CACHE,
+        help=f"bare repository mirrors and test environments, shared with swerl agentless (default: "
+        f"{DEFAULT_CACHE})",
+    )
+    repo.add_argument(
+        "--clones", type=existing_dir, metavar="DIR", help="directory of existing clones to mirror from"
+    )
+    repo.add_argument("--offline", action="store_true", help="never contact GitHub")
+    _add_local_backend_options(repo)
+    _common(repo, default_nk="1@3")
+    repo.set_defaults(run=_run_repository)
 
 
 def _common(parser: argparse.ArgumentParser, default_nk: str) -> None:
@@ -140,10 +185,12 @@ def parse_nk(text: str) -> list[tuple[int, int]]:
     return list(dict.fromkeys(out))
 
 
-def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
+def _evaluate(args: argparse.Namespace, tasks: list[Any], judge: Any = None) -> int:
+    """n@k of `tasks` under `judge` (default: the sandbox, for programs)."""
     import torch
 
-    from swerl.environments.codecontests import ChatRenderer, EpisodeConfig, evaluate_dialogs, sandbox_judge
+    from swerl.environments.codecontests import sandbox_judge
+    from swerl.environments.dialog import ChatRenderer, EpisodeConfig, evaluate_dialogs
     from swerl.models.loading import load_model_and_tokenizer
 
     if args.limit:
@@ -213,7 +260,7 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
         renderer,
         tasks,
         config,
-        sandbox_judge(workers=args.workers),
+        judge or sandbox_judge(workers=args.workers),
         samples=samples,
         nk=nk,
         seed=args.seed,
@@ -225,6 +272,8 @@ def _evaluate(args: argparse.Namespace, tasks: list[Any]) -> int:
     for turn in sorted(report.fixed_at_turn):
         fixed, share = f"{report.fixed_at_turn[turn]}/{report.first_wrong}", report.fixed_share(turn)
         print(f"first answers fixed at turn {turn}: {fixed} ({share:.1%})")
+    if report.unjudged:
+        print(f"{report.unjudged} dialogs could not be judged (a test run failed): left out", file=sys.stderr)
     if args.output:
         args.output.write_text(
             json.dumps({"feedback": feedback, **report.as_dict()}, indent=2), encoding="utf-8"
@@ -259,3 +308,21 @@ def _run_humaneval(args: argparse.Namespace) -> int:
     from swerl.environments.codecontests import HumanEvalTask
 
     return _evaluate(args, [HumanEvalTask(p) for p in load_humaneval(args.data)])
+
+
+def _run_repository(args: argparse.Namespace) -> int:
+    from swerl.cli.agentless import _local_backend
+    from swerl.environments.repository import repository_judge, repository_tasks
+    from swerl.reward.execution import ExecutionReward
+    from swerl.trainers.data import read_rows, row_messages
+
+    reward = ExecutionReward(_local_backend(args), workers=args.workers or os.cpu_count() or 1)
+    found = repository_tasks(
+        read_rows(args.data),
+        reward,
+        row_messages,
+        public_share=args.public_share,
+        feedback_chars=args.feedback_chars,
+    )
+    print(found.summary(), file=sys.stderr)
+    return _evaluate(args, list(found.tasks), repository_judge(reward))

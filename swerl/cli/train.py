@@ -50,7 +50,7 @@ def register(groups: argparse._SubParsersAction) -> None:
     for name, help_text in (
         ("grpo", "GRPO on the SWE-RL similarity reward or the tests (`reward: execution|hybrid`)"),
         ("sft", "supervised fine-tuning on canonical answers built from the oracle patches"),
-        ("rlef", "RLEF: multi-turn PPO with execution feedback on code_contests-shaped problems"),
+        ("rlef", "RLEF: multi-turn PPO with execution feedback on contest problems or repository rows"),
     ):
         example = _TRAINERS[name][3]
         sub = commands.add_parser(
