@@ -513,6 +513,7 @@ def test_gold_run_lists_environment_failures_and_both_verdicts(
     gold = evaluate_local([src_instance], predictions_for("gold", [src_instance]), backend, tmp_path / "gold")
     iid = src_instance.instance_id
     assert gold["resolved_ids"] == [] and gold["resolved_without_env_failures_ids"] == [iid]
+    assert gold["cannot_judge_ids"] == [iid] and gold["unresolved_ids"] == []  # the gold patch fails here
     failures = json.loads((tmp_path / "gold" / "env_failures.json").read_text())
     assert list(failures[iid]) == [ENV_FAILING]
     assert "ModuleNotFoundError: No module named 'tinydep_extra'" in failures[iid][ENV_FAILING]
@@ -520,7 +521,8 @@ def test_gold_run_lists_environment_failures_and_both_verdicts(
 
     noop = {iid: {"instance_id": iid, "model_name_or_path": "m", "model_patch": NOOP}}
     again = evaluate_local([src_instance], noop, backend, tmp_path / "noop", env_failures=failures)
-    assert again["unresolved_ids"] == [iid] and again["resolved_without_env_failures_ids"] == []
+    assert again["cannot_judge_ids"] == [iid] and again["resolved_without_env_failures_ids"] == []
+    assert again["unresolved_ids"] == [] and again["error_ids"] == [iid]
     empty = evaluate_local([src_instance], predictions_for("empty", [src_instance]), backend, tmp_path / "e")
     assert empty["empty_patch_ids"] == [iid] and empty["resolved_instances"] == 0
 
@@ -864,7 +866,7 @@ def test_an_instance_whose_fail_to_pass_test_cannot_run_here_is_undecidable_neve
     model = {iid: {"instance_id": iid, "model_name_or_path": "m", "model_patch": src_instance.patch}}
     again = evaluate_local([decided_elsewhere], model, backend, tmp_path / "m", env_failures=failures)
     assert again["undecidable_instances"] == 1 and again["resolved_without_env_failures"] == 0
-    assert again["instances"][iid]["status"] == "unresolved"
+    assert again["instances"][iid]["status"] == "error" and again["cannot_judge_ids"] == [iid]
 
 
 def test_an_evaluation_interrupted_before_any_verdict_reruns_plainly(tmp_path: Path) -> None:
@@ -929,9 +931,11 @@ def test_tests_that_cannot_start_here_make_the_instance_undecidable_and_silence_
     backend = LocalBackend(repos, EnvManager(tmp_path / "envs"), isolation=ISOLATION, timeout_s=120)
     report = evaluate_local([instance], predictions_for("gold", [instance]), backend, tmp_path / "gold")
     row = report["instances"][instance.instance_id]
-    assert row["status"] == "unresolved" and row["undecidable"], row
+    assert row["status"] == "error" and row["cannot_judge"] and row["undecidable"], row
     assert "No module named 'not_on_this_machine'" in row["env_failures"]["*"]
-    assert report["undecidable_ids"] == [instance.instance_id] and report["error_ids"] == []
+    assert row["error"].startswith("cannot judge here: the tests give no results here")
+    assert report["undecidable_ids"] == report["cannot_judge_ids"] == [instance.instance_id]
+    assert report["unresolved_ids"] == []
 
     silent = dataclasses.replace(
         instance,
@@ -944,6 +948,7 @@ def test_tests_that_cannot_start_here_make_the_instance_undecidable_and_silence_
     )
     report = evaluate_local([silent], predictions_for("gold", [silent]), backend, tmp_path / "silent")
     assert report["error_ids"] == [instance.instance_id] and report["env_failure_ids"] == []
+    assert report["cannot_judge_ids"] == []  # silence is the run's error, not a fact of this machine
     assert report["instances"][instance.instance_id]["error"].startswith("the tests gave no results")
 
 

@@ -40,6 +40,21 @@ def test_workers_fork_with_what_the_driver_held_out_of_the_collectors_sight():
     assert gc.get_freeze_count() == 0
 
 
+def test_the_engine_closes_with_no_pool_thread_left_for_the_interpreters_exit():
+    """Each pool's thread that waits for its processes has ended when the engine closes: left running
+    into the interpreter's exit, one that closes its wake-up pipe while Python 3.11's exit handler
+    writes to it makes `swerl data mine` print `Exception ignored ... Bad file descriptor` (seen after
+    a run that kept no row, which ends right after its pools). Also with a pool that got no task."""
+    import threading
+    from concurrent.futures.process import _ExecutorManagerThread
+
+    for tasks in ([0, 1], [0]):
+        with open_engine("local", 2) as submit:
+            assert [submit(_pid_and_double, 1, worker).result()[1] for worker in tasks] == [2] * len(tasks)
+        left = [t for t in threading.enumerate() if isinstance(t, _ExecutorManagerThread) and t.is_alive()]
+        assert left == []
+
+
 def test_one_worker_runs_inline():
     with open_engine("local", 1) as submit:
         assert submit(_pid_and_double, 4, 7).result() == (os.getpid(), 8)

@@ -102,9 +102,8 @@ def open_engine(engine: str, workers: int) -> Iterator[Submit[Any, Any]]:
                 pools = [stack.enter_context(worker_pool(1)) for _ in range(workers)]
                 # Runs first on the way out: every worker is told to finish at once, and they exit side
                 # by side instead of one after the other (an exit takes tens of ms, mostly the kernel
-                # freeing the process's memory). Every task's result has been taken by then; the pools'
-                # threads that wait for the processes are joined when the interpreter exits.
-                stack.callback(lambda: [pool.shutdown(wait=False) for pool in pools])
+                # freeing the process's memory). Every task's result has been taken by then.
+                stack.callback(_shut_down, pools)
 
                 def submit(fn: Callable[[T], R], task: T, worker: int) -> Pending[R]:
                     return pools[worker % workers].submit(fn, task)
@@ -119,6 +118,22 @@ def open_engine(engine: str, workers: int) -> Iterator[Submit[Any, Any]]:
             yield submit
     else:
         raise ValueError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+
+
+def _shut_down(pools: list[ProcessPoolExecutor]) -> None:
+    """Tell every pool to finish at once, then wait until each pool's thread that waits for its processes
+    has ended. Left running, those threads meet the interpreter's exit: Python 3.11's exit handler for
+    process pools wakes each one through a pipe that the thread closes without the lock the handler
+    would need, and a thread closing it at that moment makes the exit print `Exception ignored ... Bad
+    file descriptor` (a run that kept no row ends right after its pools, so its threads are still
+    ending then). No public handle on that thread: the pool's own attribute, read before `shutdown`
+    drops it."""
+    threads = [pool._executor_manager_thread for pool in pools]
+    for pool in pools:
+        pool.shutdown(wait=False)
+    for thread in threads:
+        if thread is not None:
+            thread.join()
 
 
 def _kill_workers(pools: list[ProcessPoolExecutor]) -> None:

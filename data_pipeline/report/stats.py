@@ -104,6 +104,9 @@ def validation_funnel(out: Path) -> tuple[str, Counter[str]]:
     lines.append(f"executable                   {counts['executable']:>6}{share}")
     flaky = sum(len(record["flaky"]) for record in results)
     lines.append(f"flaky tests left out         {flaky:>6}")
+    network = [record for record in results if record.get("network")]
+    in_rows = f" (in {len(network)} rows)" if network else ""
+    lines.append(f"tests needing the network    {sum(len(r['network']) for r in network):>6}{in_rows}")
     seconds = sum(record["seconds"] for record in results)
     lines.append(f"time in validation           {seconds:>6.0f} s (summed over rows)")
     lines += strength_lines(results)

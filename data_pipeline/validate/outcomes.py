@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from swerl.execution.base import TestRun
+from swerl.execution.evaluate import failure_reason, needs_network
 
 REASONS = (
     "executable",
@@ -41,6 +42,9 @@ class Verdict:
     pass_to_pass: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
     detail: str = ""
+    network: list[str] = field(default_factory=list)
+    """Tests that fail after the fix in every run with a network error (a refused connection, a name that
+    does not resolve): the sandbox has no network, so they are in neither list, whatever the fix."""
     """For a row that is not executable: which patch, which step, the log's tail."""
 
 
@@ -82,8 +86,9 @@ def judge(before: Sequence[TestRun], after: Sequence[TestRun]) -> Verdict:
             f2p.append(test)
         elif was == now == {True}:
             p2p.append(test)
+    network = [t for t in tests if t not in flaky and _needs_network(after, t)]
     if f2p:
-        return Verdict("executable", f2p, p2p, flaky)
+        return Verdict("executable", f2p, p2p, flaky, network=network)
     errors = sorted({name for run in after for name in _collection_errors(run)})
     if errors:
         log = next(run.log for run in after if _collection_errors(run))
@@ -92,9 +97,18 @@ def judge(before: Sequence[TestRun], after: Sequence[TestRun]) -> Verdict:
         lines = [line.strip() for line in log.splitlines() if line.strip()]
         said = next((line[1:].strip() for line in lines if line.startswith("E ")), lines[-1] if lines else "")
         detail = f"after the fix: {', '.join(errors)}: {said}\n{log[-1500:]}"
-        return Verdict("collection_error", [], p2p, flaky, detail)
+        return Verdict("collection_error", [], p2p, flaky, detail, network)
     if flaky:
-        return Verdict("only_flaky", [], p2p, flaky, f"{len(flaky)} flaky: {', '.join(flaky[:5])}")
-    return Verdict(
-        "no_fail_to_pass", [], p2p, flaky, f"{len(tests)} tests ran, none failed before and passed after"
+        return Verdict("only_flaky", [], p2p, flaky, f"{len(flaky)} flaky: {', '.join(flaky[:5])}", network)
+    said = f"{len(tests)} tests ran, none failed before and passed after"
+    if network:
+        said += f"; {len(network)} need the network after the fix (e.g. {network[0]})"
+    return Verdict("no_fail_to_pass", [], p2p, flaky, said, network)
+
+
+def _needs_network(after: Sequence[TestRun], test: str) -> bool:
+    """Whether `test` fails in every after-run with a network error in its failure reason."""
+    return all(
+        not _passes(run, test) and needs_network(failure_reason(run.log, test, run.results.get(test, "")))
+        for run in after
     )

@@ -132,6 +132,7 @@ def validate_row(task: RowTask) -> dict[str, Any]:
         FAIL_TO_PASS=verdict.fail_to_pass,
         PASS_TO_PASS=verdict.pass_to_pass,
         flaky=verdict.flaky,
+        network=verdict.network,
         env_recipe=recipe,
         seconds=round(time.monotonic() - started, 2),
     )
@@ -345,6 +346,7 @@ def _record(instance_id: str, reason: str) -> dict[str, Any]:
         "FAIL_TO_PASS": [],
         "PASS_TO_PASS": [],
         "flaky": [],
+        "network": [],
         "env_recipe": "",
         "version": "",
         "seconds": 0.0,

@@ -652,7 +652,13 @@ def _print_report(args: argparse.Namespace, instances: list[Any], *, as_json: bo
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    from swerl.execution.evaluate import evaluate_local, evaluate_official, predictions_for, prepare_out_dir
+    from swerl.execution.evaluate import (
+        GoldChecks,
+        evaluate_local,
+        evaluate_official,
+        predictions_for,
+        prepare_out_dir,
+    )
     from swerl.execution.instances import DATASET_ALIASES
 
     if args.backend == "docker":
@@ -674,22 +680,26 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     known = None
     if args.env_failures is not None:
         known = load_json(args.env_failures)
+    backend = _local_backend(args)
     report = evaluate_local(
         instances,
         predictions_for(args.predictions, instances),
-        _local_backend(args),
+        backend,
         args.out,
         workers=args.workers,
         env_failures=known,
         resume=args.resume,
+        gold_checks=GoldChecks(backend, args.cache_dir / "gold"),
     )
     submitted = report["submitted_instances"]
+    cannot = report["cannot_judge_instances"]
     print(
         f"resolved {report['resolved_instances']}/{submitted} strictly, "
         f"{report['resolved_without_env_failures']}/{submitted} leaving out the tests listed as environment "
         f"failures ({len(report['env_failure_ids'])} instances have some); "
-        f"{report['undecidable_instances']} undecidable here (a fail-to-pass test cannot run here); "
-        f"{len(report['empty_patch_ids'])} empty patches, {len(report['error_ids'])} errors; "
+        f"{cannot} cannot be judged here (the gold patch does not resolve here), "
+        f"{report['undecidable_instances']} of them undecidable (a fail-to-pass test cannot run here); "
+        f"{len(report['empty_patch_ids'])} empty patches, {len(report['error_ids']) - cannot} other errors; "
         f"report: {args.out / 'report.json'}"
     )
     return 0

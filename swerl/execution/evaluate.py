@@ -9,6 +9,12 @@ instance, the harness's patch commands, test files reset, the instance's test co
 parser and grading). It also lists environment failures: tests that fail with the gold patch in the
 local environment (they need the network, a system library, ...), and reports each verdict strictly
 and without them, side by side.
+
+Where the gold patch itself does not resolve here (tests that need the network, a test command that
+gives no results here), no answer's failure says anything about the answer: such an instance gets a
+third verdict, "cannot judge here" (status `error`, `cannot_judge`), never `unresolved`. `GoldChecks`
+asks the gold patch once per instance and keeps its row, for the answers of a later evaluation and for
+the execution reward (`swerl.reward.execution`), so that both say the same.
 """
 
 from __future__ import annotations
@@ -18,14 +24,17 @@ import datetime as dt
 import hashlib
 import itertools
 import json
+import os
 import re
 import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +128,22 @@ def run_failure_reason(log: str) -> str:
     return _stable(errors[-1] if errors else lines[-1] if lines else "no output")
 
 
+_NETWORK = re.compile(
+    r"connection ?refused|connection ?reset|connectionerror|name or service not known|"
+    r"temporary failure in name resolution|"
+    r"nodename nor servname|network is unreachable|no route to host|getaddrinfo failed|gaierror|"
+    r"newconnectionerror|max retries exceeded|failed to establish a new connection|urlopen error|"
+    r"could not resolve host|connecttimeout|connection timed out|remotedisconnected",
+    re.I,
+)
+
+
+def needs_network(reason: str) -> bool:
+    """Whether a test's failure reason is a network error (a refused connection, a name that does not
+    resolve, ...): the sandbox has no network, so such a test fails here whatever the patch."""
+    return _NETWORK.search(reason) is not None
+
+
 _ADDRESS = re.compile(r"\b0x[0-9a-f]{6,}\b")
 
 
@@ -184,8 +209,14 @@ def _saved_row(logs: Path, key: str) -> dict[str, Any] | None:
     if not isinstance(saved, dict) or saved.pop("verdict_key", None) != key:
         return None
     # An error (no environment, a tool that failed) is judged again, as the harness retries instances
-    # that have no report: the cause may be gone.
-    return None if saved.get("status") == "error" else saved
+    # that have no report: the cause may be gone. "Cannot judge here" is a fact about this machine
+    # that the same patch will meet again: it is kept.
+    return None if saved.get("status") == "error" and not saved.get("cannot_judge") else saved
+
+
+GoldFailures = Callable[[Instance], "dict[str, str] | None"]
+"""The tests this machine fails with an instance's gold patch ({} where it resolves, None where that
+could not be found out): `GoldChecks.failures`."""
 
 
 def _evaluate_one(
@@ -195,6 +226,7 @@ def _evaluate_one(
     out_dir: Path,
     env_failures: dict[str, Any],
     resume: bool = False,
+    gold_failures: GoldFailures | None = None,
 ) -> dict[str, Any]:
     """One instance's row (the harness's verdict, the verdict without environment failures), saved with
     the instance's log so that a resumed run can take it instead of judging the same patch again."""
@@ -204,14 +236,56 @@ def _evaluate_one(
     if saved is not None:
         return saved
     logs.mkdir(parents=True, exist_ok=True)
-    row = _judge(inst, pred, backend, logs, env_failures)
+    row = _judge(inst, pred, backend, logs, env_failures, gold_failures)
     text = json.dumps({**row, "verdict_key": key}, indent=2, sort_keys=True) + "\n"
     (logs / "report.json").write_text(text, encoding="utf-8")
     return row
 
 
+def cannot_judge(known: dict[str, str]) -> dict[str, Any]:
+    """The fields of a row this machine cannot judge, from the tests that fail here with the gold patch
+    (`known`, never empty): status `error`, `cannot_judge`, and why, naming tests that need the network."""
+    network = sorted(t for t, reason in known.items() if t != ALL_TESTS and needs_network(reason))
+    if ALL_TESTS in known:
+        why = f"the tests give no results here ({known[ALL_TESTS]})"
+    elif network:
+        why = f"{len(network)} of the {len(known)} tests the gold patch fails here need the network"
+        why += f" (e.g. {network[0]})"
+    else:
+        first = min(known)
+        why = f"the gold patch fails {len(known)} test(s) here (e.g. {first}: {known[first]})"
+    row: dict[str, Any] = {
+        "status": "error",
+        "resolved": False,
+        "cannot_judge": True,
+        "error": f"cannot judge here: {why}",
+    }
+    if network:
+        row["network_tests"] = network
+    return row
+
+
+def _unresolved_untested(row: dict[str, Any], **why: str) -> dict[str, Any]:
+    """An answer's unresolved row where its own tests gave no outcome to judge without some tests (its
+    code did not build, its run gave no results): `why` says which."""
+    return {
+        **row,
+        "status": "unresolved",
+        "resolved": False,
+        "resolved_without_env_failures": False,
+        "undecidable": False,
+        "env_failures": {},
+        **why,
+    }
+
+
 def _judge(
-    inst: Instance, pred: dict[str, Any], backend: LocalBackend, logs: Path, env_failures: dict[str, Any]
+    inst: Instance,
+    pred: dict[str, Any],
+    backend: LocalBackend,
+    logs: Path,
+    env_failures: dict[str, Any],
+    gold_failures: GoldFailures | None = None,
 ) -> dict[str, Any]:
     patch = pred.get("model_patch")
     if not patch:
@@ -232,37 +306,44 @@ def _judge(
     if run.veto is not None:  # passes of the log that the test-outcome witness denies
         row["witness_veto"] = run.veto
     gold = pred.get("model_name_or_path") == "gold"
+    asked: list[bool] = []
+
+    def known_here() -> dict[str, str]:
+        """The tests that fail here with the gold patch: as given (an earlier gold run's list), else as
+        `gold_failures` finds them (asked only for a verdict short of resolved)."""
+        if inst.instance_id in env_failures or gold_failures is None:
+            return dict(env_failures.get(inst.instance_id, {}))
+        found = gold_failures(inst)
+        asked.append(found is not None)
+        return found or {}
+
     if not run.built:
         # The patch changed compiled sources and they do not compile (the build's log ends
         # test_output.txt): no test ran. The answer's fault, unless it is the gold patch, which did
-        # compile for its authors: then this environment cannot build it, and there is no verdict.
+        # compile for its authors: then this environment cannot build it, and no answer can be judged.
         said = run.log.rstrip().rsplit("\n", 1)[-1]
         if gold:
-            return {**row, "status": "error", "resolved": False, "undecidable": False, "error": said}
-        return {
-            **row,
-            "status": "unresolved",
-            "resolved": False,
-            "resolved_without_env_failures": False,
-            "undecidable": False,
-            "env_failures": {},
-            "build": said,
-        }
+            known = {ALL_TESTS: f"the gold patch does not build here: {said}"}
+            return {**row, **cannot_judge(known), "undecidable": True, "env_failures": known}
+        return _unresolved_untested(row, build=said)
     if not report.get("patch_successfully_applied"):
         # The tests ran and gave no results the harness accepts. When they said why (an import that
-        # fails in this environment), no test of the instance can run here: with the gold patch that is
-        # an environment failure of the whole instance, and any patch's verdict is undecidable here.
+        # fails in this environment) with the gold patch, no test of the instance can run here: an
+        # environment failure of the whole instance, and no answer can be judged here. With the gold
+        # patch resolving here, the answer's run is the answer's fault (unresolved, as the harness says).
         said = printed_by_tests(run.log).strip()
-        known = {ALL_TESTS: run_failure_reason(said)} if gold else env_failures.get(inst.instance_id, {})
-        if run.applied and said and ALL_TESTS in known:
-            return {
-                **row,
-                "status": "unresolved",
-                "resolved": False,
-                "resolved_without_env_failures": False,
-                "undecidable": True,
-                "env_failures": known,
-            }
+        if run.applied and said:
+            known = {ALL_TESTS: run_failure_reason(said)} if gold else known_here()
+            if ALL_TESTS in known:
+                return {
+                    **row,
+                    **cannot_judge(known),
+                    "resolved_without_env_failures": False,
+                    "undecidable": True,
+                    "env_failures": known,
+                }
+            if inst.instance_id in env_failures or (asked and asked[0]):  # the gold patch's tests ran
+                return _unresolved_untested(row, no_test_results=run_failure_reason(said))
         # The patch did not apply, or nothing ran at all (the harness's own exit-status line is all the
         # log has): no verdict, and nothing learnt about which tests this machine can run.
         why = "the patch does not apply" if not run.applied else "the tests gave no results"
@@ -271,8 +352,10 @@ def _judge(
     failing = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in tests.get(kind, {}).get("failure", [])]
     if gold:
         known = {t: failure_reason(run.log, t, run.statuses.get(t, "MISSING")) for t in failing}
+    elif report["resolved"]:
+        known = dict(env_failures.get(inst.instance_id, {}))
     else:
-        known = {t: r for t, r in env_failures.get(inst.instance_id, {}).items()}
+        known = known_here()
     # A fail-to-pass test that fails here with the gold patch decides the instance and cannot be run
     # here: without it there is no verdict, so the instance is undecidable here, never resolved.
     undecidable = not report["resolved"] and (
@@ -285,7 +368,7 @@ def _judge(
             "resolved"
         ]
     )
-    return {
+    judged = {
         **row,
         "status": "resolved" if report["resolved"] else "unresolved",
         "resolved": bool(report["resolved"]),
@@ -293,6 +376,9 @@ def _judge(
         "undecidable": undecidable,
         "env_failures": known,
     }
+    # Where the gold patch itself fails here, an answer that does not resolve may be as right as the
+    # gold one: this machine cannot judge it (the verdict without those tests stays beside it).
+    return {**judged, **cannot_judge(known)} if known and not report["resolved"] else judged
 
 
 def evaluate_local(
@@ -304,6 +390,7 @@ def evaluate_local(
     workers: int = 1,
     env_failures: dict[str, dict[str, str]] | None = None,
     resume: bool = False,
+    gold_checks: GoldChecks | None = None,
 ) -> dict[str, Any]:
     """Evaluate predictions with the local harness; writes `out_dir/report.json` (like the harness's run
     report, plus environment failures), `out_dir/logs/<id>/` and, for gold, `out_dir/env_failures.json`.
@@ -311,7 +398,9 @@ def evaluate_local(
 
     Instances without a prediction are not evaluated (counted in `total_instances` only), as the harness
     does. Environment failures of a gold run are the tests that fail with the gold patch here; given to a
-    later run (`env_failures`), they yield its verdict without them next to the strict one.
+    later run (`env_failures`), they yield its verdict without them next to the strict one. Without
+    them, `gold_checks` finds them (the gold patch run once per instance, kept) for an answer that does
+    not resolve: an instance whose gold patch does not resolve here cannot be judged here.
     """
     harness_api()  # a missing or different swebench is the run's error, not every instance's
     wanted = [i for i in instances if i.instance_id in predictions]
@@ -323,10 +412,11 @@ def evaluate_local(
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     known = env_failures or {}
+    asks = gold_checks.failures if gold_checks is not None else None
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         rows = list(
             pool.map(
-                lambda i: _evaluate_one(i, predictions[i.instance_id], backend, out_dir, known, resume),
+                lambda i: _evaluate_one(i, predictions[i.instance_id], backend, out_dir, known, resume, asks),
                 wanted,
             )
         )
@@ -346,6 +436,8 @@ def evaluate_local(
         "unresolved_ids": ids(lambda r: r["status"] == "unresolved"),
         "empty_patch_ids": ids(lambda r: r["status"] == "empty_patch"),
         "error_ids": ids(lambda r: r["status"] == "error"),
+        "cannot_judge_instances": len(ids(lambda r: r.get("cannot_judge", False))),
+        "cannot_judge_ids": ids(lambda r: r.get("cannot_judge", False)),
         "env_failure_ids": sorted(found),
         "resolved_without_env_failures_ids": ids(lambda r: r.get("resolved_without_env_failures", False)),
         "undecidable_instances": len(ids(lambda r: r.get("undecidable", False))),
@@ -361,6 +453,63 @@ def evaluate_local(
     else:  # an earlier gold run's list beside this report would read as this run's
         (out_dir / "env_failures.json").unlink(missing_ok=True)
     return report
+
+
+@dataclass
+class GoldChecks:
+    """Whether this machine can judge an instance at all: its gold patch judged once here (`_judge`,
+    the verdict of every evaluation) and kept, in memory and as that run's row and log under `folder`
+    (`CACHE/gold` next to the mirrors and environments), so that a later run asks no test again.
+
+    A row from `swerl data validate` (it carries its `env_recipe`) was found good by running its gold
+    patch: it is not asked again."""
+
+    backend: LocalBackend
+    folder: Path
+    _rows: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def failures(self, instance: Instance) -> dict[str, str] | None:
+        """The tests this machine fails with the gold patch (`ALL_TESTS` where they give no results or
+        the gold patch does not build here); {} where it resolves or the row is validated; None where the
+        gold run itself failed (no environment, a lost sandbox), which says nothing either way."""
+        if instance.extra.get("env_recipe") or not instance.patch.strip():
+            return {}
+        row = self.row(instance)
+        if row["status"] == "error" and not row.get("cannot_judge"):
+            return None
+        return dict(row.get("env_failures") or {})
+
+    def row(self, instance: Instance) -> dict[str, Any]:
+        """The gold patch's row, judged once per instance (two threads asking at once run it once)."""
+        with self._lock:
+            lock = self._locks.setdefault(instance.instance_id, threading.Lock())
+        with lock:
+            if instance.instance_id not in self._rows:
+                self._rows[instance.instance_id] = self._judged(instance)
+            return self._rows[instance.instance_id]
+
+    def _judged(self, instance: Instance) -> dict[str, Any]:
+        what = [instance.base_commit, instance.patch, instance.test_patch, *instance.fail_to_pass, "|"]
+        what += [*instance.pass_to_pass, str(instance.extra.get("eval_script") or "")]
+        digest = hashlib.sha256("\n".join(what).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        logs = self.folder / instance.instance_id / digest
+        saved = _saved_row(logs, digest)
+        if saved is not None:
+            return saved
+        logs.mkdir(parents=True, exist_ok=True)
+        pred = {
+            "instance_id": instance.instance_id,
+            "model_name_or_path": "gold",
+            "model_patch": instance.patch,
+        }
+        row = _judge(instance, pred, self.backend, logs, {})
+        text = json.dumps({**row, "verdict_key": digest}, indent=2, sort_keys=True) + "\n"
+        tmp = logs / f".report.json.{os.getpid()}.{threading.get_ident()}"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, logs / "report.json")
+        return row
 
 
 def docker_problem() -> str | None:

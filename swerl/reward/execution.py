@@ -15,7 +15,11 @@ What is not a verdict on the answer has a kind of its own, so that it is never t
 answer: `not_executable` (the row has no FAIL_TO_PASS, no test patch, no known repository or no test
 plan: reward None, refused before training) and `infra_error` (an environment that does not build, a
 run that raised, the harness's own time limit, a test patch that does not apply: retried once, then
-left out of the group's advantage).
+left out of the group's advantage). An answer that does not resolve where the gold patch does not
+resolve here either (tests that need the network, a test command that gives no results here) cannot be
+judged here: `infra_error` too (`no_test_results`, `gold_unresolved`), never a 0. The gold patch is asked
+once per instance and kept (`swerl.execution.evaluate.GoldChecks`, the check `swerl agentless evaluate`
+makes); rows of `swerl data validate`, whose gold patch was run to admit them, are not asked.
 
 Weak tests (`swerl data validate --mutants` measures each row's `test_strength`: the share of altered
 gold patches its tests reject): with `min_test_strength` a row below it is `not_executable`
@@ -66,6 +70,8 @@ from swerl.edit_format import (
 from swerl.errors import UserError
 from swerl.execution import witness
 from swerl.execution.base import BUILD_FAILED
+from swerl.execution.envs import EnvSetupError
+from swerl.execution.evaluate import ALL_TESTS, GoldChecks, cannot_judge
 from swerl.execution.harness import eval_plan, harness_api
 from swerl.execution.instances import Instance, instance_from_row
 from swerl.git import GitError
@@ -76,6 +82,9 @@ if TYPE_CHECKING:
     from swerl.execution.local import LocalBackend
 
 Kind = Literal["resolved", "unresolved", "malformed", "not_executable", "infra_error"]
+CANNOT_JUDGE = ("gold_unresolved", "no_test_results")
+"""Errors of an answer this machine cannot judge, indexed by whether the gold patch's tests give no
+results here at all: the gold patch's verdict, known once, so never tried again."""
 Shaping = Literal["none", "fail_to_pass"]
 SHAPINGS: tuple[str, ...] = ("none", "fail_to_pass")
 Engine = Literal["threads", "ray"]
@@ -267,6 +276,7 @@ class ExecutionReward:
     """A resolved answer earns the row's test strength instead of 1 (a row without one: 1)."""
     _counter: _Counter = field(default_factory=_Counter, repr=False)
     _known: dict[tuple[str, str], tuple[str, str] | None] = field(default_factory=dict, repr=False)
+    _gold: GoldChecks | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.shaping not in SHAPINGS:
@@ -306,10 +316,29 @@ class ExecutionReward:
         for attempt in range(1 + max(0, self.retries)):
             result = self._judge(instance, runnable)
             result.attempts = attempt + 1
-            if result.kind != "infra_error":
+            if result.kind != "infra_error" or result.error in CANNOT_JUDGE:
                 break
         result.dropped = dropped
         return result
+
+    def gold_checks(self) -> GoldChecks:
+        """The gold patch's verdicts here, kept beside the backend's mirrors (`CACHE/gold`)."""
+        if self._gold is None:
+            self._gold = GoldChecks(self.backend, self.backend.repos.root.parent / "gold")
+        return self._gold
+
+    def _judgeable(self, instance: Instance, result: ExecutionResult) -> ExecutionResult:
+        """`result`, or an infrastructure error where the gold patch does not resolve here either: an
+        answer's failure (or its run without results) then says nothing about the answer. Only asked of
+        a verdict that rests on the tests' outcomes (an empty answer, a patch that does not apply or does
+        not build is the answer's own)."""
+        if result.kind != "unresolved" or result.error not in (None, "no_test_results", "witness_veto"):
+            return result
+        known = self.gold_checks().failures(instance)
+        if not known:
+            return result
+        why = str(cannot_judge(known)["error"])
+        return ExecutionResult(None, "infra_error", CANNOT_JUDGE[ALL_TESTS in known], why)
 
     def _judge(self, instance: Instance, patch: str) -> ExecutionResult:
         if not patch.strip() and not self.run_empty:
@@ -327,8 +356,9 @@ class ExecutionReward:
                 said = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}"
                 if self.log_dir is not None:
                     (folder / "run_instance.log").write_text(traceback.format_exc(), encoding="utf-8")
-                return ExecutionResult(None, "infra_error", "harness_raised", said)
-        result = self._verdict(instance, run.log, run.report)
+                error = "env_build_failed" if isinstance(err, EnvSetupError) else "harness_raised"
+                return ExecutionResult(None, "infra_error", error, said)
+        result = self._judgeable(instance, self._verdict(instance, run.log, run.report))
         result.log, result.statuses = run.log, dict(run.statuses)
         return result
 
