@@ -17,6 +17,7 @@ from swerl.execution.envs import EnvSetupError, find_python
 from swerl.execution.local import _interpreter_roots
 from swerl.execution.recipes import (
     Recipe,
+    declared_test_command,
     patch_test_requirements,
     pytest_config_env,
     python2_evidence,
@@ -150,3 +151,26 @@ def test_the_sandbox_finds_the_directories_of_a_python_27() -> None:
         pytest.skip("no Python 2.7 on this machine")
     roots = _interpreter_roots(python)
     assert any(str(Path(python).resolve()).startswith(root + "/") for root in roots)
+
+
+def test_the_declared_test_command_is_read_and_recorded(tmp_path: Path) -> None:
+    travis = "language: python\npython:\n  - 2.7\ninstall:\n  - pip install nose\nscript:\n  - nosetests -v\n"
+    make = "all:\n\techo\n\ntest:\n\t$(PYTHON) tests/run_tests.py\n"
+    tox = "[testenv]\ncommands =\n    sqlformat --version\n    py.test --cov=old tests\n"
+    assert declared_test_command(_tree(tmp_path / "t", {".travis.yml": travis})) == (
+        "nose",
+        "nosetests -v",
+        ".travis.yml",
+    )
+    assert declared_test_command(_tree(tmp_path / "m", {"Makefile": make}))[:2] == (
+        "unittest",
+        "$(PYTHON) tests/run_tests.py",
+    )
+    tree = _tree(tmp_path / "x", {"tox.ini": tox, "Makefile": make, "setup.py": SETUP, "old/__init__.py": ""})
+    assert declared_test_command(tree) == ("pytest", "py.test --cov=old tests", "tox.ini")
+    recipe = recipes_for(tree, dt.date(2021, 1, 1), ALL)[0]
+    assert (
+        "test command `py.test --cov=old tests` (tox.ini, pytest): the tests run under pytest"
+        in recipe.decisions
+    )
+    assert declared_test_command(_tree(tmp_path / "none", {"setup.py": SETUP})) == ("", "", "")

@@ -723,6 +723,49 @@ def cutoff_of(when: dt.date, pinned: bool = False) -> str:
     return (when if pinned else when.replace(day=1)).isoformat()
 
 
+RUNNERS = (
+    ("pytest", re.compile(r"\b(py\.test|pytest)\b")),
+    ("nose", re.compile(r"\b(nosetests|nose2?)\b")),
+    ("unittest", re.compile(r"-m\s+unittest\b|\bsetup\.py\s+test\b|\btrial\b|\brun_?tests\.py\b")),
+)
+"""Test runners told apart in a test command (the first that matches names it)."""
+
+
+def _command_lines(root: Path) -> list[tuple[str, str]]:
+    """(line, where) of the places a repository says how its tests run, in the order they are read:
+    tox's commands, setup.cfg's `test` alias, the Makefile's `test` target, the CI's scripts."""
+    tox = _cfg(root / "tox.ini")
+    found = [(line, "tox.ini") for line in _cfg_list(tox.get("testenv", "commands", fallback=""))]
+    setup_cfg = _cfg(root / "setup.cfg")
+    found += [
+        (f"setup.py test ({line})", "setup.cfg")
+        for line in _cfg_list(setup_cfg.get("aliases", "test", fallback=""))
+    ]
+    makefile = _read(root / "Makefile")
+    target = re.search(r"(?m)^tests?:.*\n((?:\t.*\n?)+)", makefile)
+    found += [(line.strip(), "Makefile") for line in (target.group(1).splitlines() if target else ())]
+    for path in [root / ".travis.yml", *sorted((root / ".github" / "workflows").glob("*.y*ml"))]:
+        lines = (
+            line.strip().removeprefix("- ").removeprefix("run:").strip() for line in _read(path).splitlines()
+        )
+        found += [(line, path.name) for line in lines if line and "install" not in line]
+    return found
+
+
+def declared_test_command(root: Path) -> tuple[str, str, str]:
+    """(runner, command, where): the test command the repository declares at this commit, read from
+    `_command_lines`; ("", "", "") where none names a runner. Recorded with the row: pytest runs every
+    repository's tests here, as the harness does (it collects unittest test cases, and before pytest 8
+    nose-style test functions and fixtures), and the test command says what the repository's own CI
+    ran, which explains a row whose tests behave differently under pytest."""
+    for line, where in _command_lines(root):
+        for runner, pattern in RUNNERS:
+            if pattern.search(line):
+                return runner, line, where
+    files = [name for name in ("runtests.py", "run_tests.py", "tests/runtests.py") if (root / name).is_file()]
+    return ("unittest", f"python {files[0]}", files[0]) if files else ("", "", "")
+
+
 def recipes_for(
     tree: Path,
     when: dt.date,
@@ -764,6 +807,9 @@ def recipes_for(
     cutoff = cutoff_of(when, pinned) if dated_here else ""
     if dated and not dated_here:
         decisions.append("no upload cutoff: pip, the resolver for Python 2.7, cannot resolve as of a date")
+    runner, command, where = declared_test_command(tree)
+    if runner:
+        decisions.append(f"test command `{command}` ({where}, {runner}): the tests run under pytest")
     if refused_pytest_section(tree):
         decisions.append(
             "setup.cfg's [pytest] section handed to pytest as an ini file (pytest >= 4 refuses it)"
