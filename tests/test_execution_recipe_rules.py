@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,7 @@ def test_a_pytest_section_of_setup_cfg_is_read_through_a_copy_as_pytest_would_ha
     # must still be what the run obeys, in the test runs of validate and of the reward alike.
     section = "[pytest]\naddopts = -k sub\n"
     reward, instance = build_calc(tmp_path, {"setup.cfg": f"[metadata]\nname = calc\n\n{section}"})
+    reward.backend.envs.python = sys.executable  # the run is what is tested, not an environment build
     run = reward.backend.run_tests(instance, ["tests/test_ops.py"])
     assert run.status == "ok", run.log[-800:]
     assert run.results == {"tests/test_ops.py::test_sub": "PASSED"}
