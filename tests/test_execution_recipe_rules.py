@@ -73,7 +73,7 @@ def test_test_requirements_come_from_every_place_they_are_declared(tmp_path: Pat
     setup = SETUP.replace("packages=['old']", "packages=['old'], tests_require=['mock', 'pytest>=2.3']")
     tox = (
         "[testenv]\ndeps = nose\n\n[testenv:py33]\ndeps = pretend\n\n[testenv:docs]\ndeps = sphinx\n"
-        "\n[testenv:flake8]\ndeps = flake8\n"
+        "\n[testenv:flake8]\ndeps = flake8\n\n[testenv:py26]\ndeps = unittest2\n"
     )
     files = {
         "setup.py": setup,

@@ -131,11 +131,12 @@ TEST_EXTRAS = ("test", "tests", "testing", "dev")
 """Extras that hold what the tests need, in the order they are preferred."""
 
 _NOT_FOR_TESTS = re.compile(
-    r"doc|lint|flake|pep8|style|mypy|typ(e|ing)|format|black|isort|release|publish|bench"
+    r"doc|lint|flake|pep8|style|mypy|typ(e|ing)|format|black|isort|release|publish|bench|py2\d|pypy|jython"
 )
-"""Requirement files and tox environments of other jobs than the tests (docs, linters, releases):
-their tools are not what the tests import, and an old release of one that fails to build would
-sink the recipe that installs the test requirements."""
+"""Requirement files and tox environments of other jobs than the tests (docs, linters, releases) or of
+other interpreters (`[testenv:py26]`'s unittest2, a PyPy's): what they install is not what these
+tests import here, and an old release of one that fails to build would sink the recipe that installs
+the test requirements."""
 
 
 def requirement_files(root: Path) -> list[Path]:
