@@ -176,3 +176,21 @@ def test_the_declared_test_command_is_read_and_recorded(tmp_path: Path) -> None:
         in recipe.decisions
     )
     assert declared_test_command(_tree(tmp_path / "none", {"setup.py": SETUP})) == ("", "", "")
+
+
+def test_imports_that_do_not_run_at_import_and_bootstrap_scripts_are_no_evidence(tmp_path: Path) -> None:
+    # setuptools' ez_setup.py, copied into many projects that run on both Pythons, downloads with
+    # urllib2 in a function: neither the script nor a function's import says the code is Python 2.
+    function = "def fetch():\n    import urllib2\n    return urllib2\n"
+    files = {
+        "setup.py": SETUP,
+        "ez_setup.py": "import urllib2\n",
+        "old/__init__.py": "",
+        "old/net.py": function,
+    }
+    assert python2_evidence(_tree(tmp_path / "a", files), OLD) == ""
+    files["old/net.py"] = "if True:\n    import urllib2\n"
+    assert (
+        python2_evidence(_tree(tmp_path / "b", files), OLD)
+        == "imports urllib2, a Python 2 module (old/net.py:2)"
+    )

@@ -593,31 +593,32 @@ PYTHON2_ONLY_MODULES = frozenset(
         "exceptions",
     ]
 )
-"""Standard modules that Python 3 renamed or removed: an unguarded import of one is Python 2 code."""
+"""Standard modules that Python 3 renamed or removed: importing one at import time is Python 2 code."""
 
 _PYTHON2_SCAN_FILES = 2000
 """At most this many files are parsed for Python 2 evidence (the first found ends the scan)."""
 
 
-def _guarded(tree: ast.Module) -> set[int]:
-    """Line numbers of imports inside a `try` (a fallback such as `except ImportError`), which name
-    one Python's module as the first choice of code that runs on both."""
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Try):
-            for inner in node.body:
-                lines |= {n.lineno for n in ast.walk(inner) if isinstance(n, ast.Import | ast.ImportFrom)}
-    return lines
+def _import_time_imports(body: Sequence[ast.stmt]) -> Iterable[ast.Import | ast.ImportFrom]:
+    """The imports a module runs when it is imported: at its top level, in `if` and `with` blocks and
+    class bodies there; not in functions (a branch run rarely, if ever) nor in `try` blocks (a
+    fallback such as `except ImportError`, which names one Python's module as the first choice of code
+    that runs on both)."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If):
+            yield from _import_time_imports([*node.body, *node.orelse])
+        elif isinstance(node, ast.With | ast.ClassDef):
+            yield from _import_time_imports(node.body)
 
 
 def _python2_import(path: Path, root: Path, module: ast.Module) -> str:
-    """Evidence of Python 2 in one parsed module's unguarded imports: a module Python 3 renamed, or an
-    implicit relative import (`import sibling` inside a package, which Python 3 reads as absolute)."""
-    guarded = _guarded(module)
+    """Evidence of Python 2 in the imports a module runs when imported (`_import_time_imports`): a
+    module Python 3 renamed, or an implicit relative import (`import sibling` inside a package, which
+    Python 3 reads as absolute)."""
     package = path.parent if (path.parent / "__init__.py").is_file() else None
-    for node in ast.walk(module):
-        if not isinstance(node, ast.Import | ast.ImportFrom) or node.lineno in guarded:
-            continue
+    for node in _import_time_imports(module.body):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
@@ -638,10 +639,15 @@ def _python2_import(path: Path, root: Path, module: ast.Module) -> str:
     return ""
 
 
+_NOT_THE_CODE = frozenset(("setup.py", "ez_setup.py", "distribute_setup.py", "bootstrap.py", "fabfile.py"))
+"""Scripts at a tree's root that are not the code its tests import: setup.py, and bootstrap scripts
+copied into many projects (setuptools' ez_setup.py downloads with `urllib2` in a function)."""
+
+
 def python2_evidence(root: Path, when: dt.date) -> str:
     """Why the code at `root` is Python 2 code, empty when nothing says so: a module of the package or
     its tests that Python 3 cannot parse (print statements, `except E, e`, `0777`), or an unguarded
-    import that only Python 2 resolves (`python2_import`). Only for trees dated before Python 2's end
+    import that only Python 2 resolves (`_python2_import`). Only for trees dated before Python 2's end
     of life. Python 3 reads such code only after 2to3 (run by some setup.py files at install), and its
     tests not at all: they need Python 2.7."""
     if when >= PYTHON2_END:
@@ -652,7 +658,7 @@ def python2_evidence(root: Path, when: dt.date) -> str:
         *(p for top in dict.fromkeys(tops) if top.is_dir() for p in top.rglob("*.py")),
     ]
     for path in sorted(dict.fromkeys(files))[:_PYTHON2_SCAN_FILES]:
-        if path.name == "setup.py" and path.parent == root:
+        if path.name in _NOT_THE_CODE and path.parent == root:
             continue
         try:
             module = ast.parse(_read(path), filename=str(path))
