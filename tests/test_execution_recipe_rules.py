@@ -194,3 +194,20 @@ def test_imports_that_do_not_run_at_import_and_bootstrap_scripts_are_no_evidence
         python2_evidence(_tree(tmp_path / "b", files), OLD)
         == "imports urllib2, a Python 2 module (old/net.py:2)"
     )
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"pytest.ini": "[pytest]\naddopts = --cov=. --cov-report=term-missing --pep8\n"},
+        {"setup.cfg": "[pytest]\naddopts = --cov old --pep8\n"},
+        {"tox.ini": "[pytest]\naddopts = -rs --cov=old --pep8\n"},
+        {"pyproject.toml": '[tool.pytest.ini_options]\naddopts = ["--cov=old", "--pep8"]\n'},
+    ],
+)
+def test_plugins_the_pytest_options_of_the_tree_need_are_test_requirements(
+    tmp_path: Path, files: dict[str, str]
+) -> None:
+    # pytest stops with `unrecognized arguments: --cov=.` where the plugin is not installed.
+    decl = read_declarations(_tree(tmp_path, {"setup.py": SETUP, "old/__init__.py": "", **files}))
+    assert decl.test_requirements == ("pytest-cov", "pytest-pep8")

@@ -353,6 +353,48 @@ def _ci_versions(root: Path) -> list[str]:
     return found
 
 
+PLUGIN_OPTIONS = (
+    ("--cov", "pytest-cov"),
+    ("--pep8", "pytest-pep8"),
+    ("--flakes", "pytest-flakes"),
+    ("--flake8", "pytest-flake8"),
+    ("--mypy", "pytest-mypy"),
+    ("--isort", "pytest-isort"),
+    ("--black", "pytest-black"),
+    ("--timeout", "pytest-timeout"),
+    ("--benchmark-", "pytest-benchmark"),
+)
+"""Options of pytest's widespread plugins and the plugin that defines each: pytest stops with a usage
+error (`unrecognized arguments: --cov=.`) at an option in `addopts` whose plugin is not installed."""
+
+
+def pytest_addopts(root: Path) -> str:
+    """The `addopts` of the configuration pytest reads at the tree's root: pytest.ini, pyproject's
+    `[tool.pytest.ini_options]`, tox.ini's `[pytest]`, setup.cfg's `[tool:pytest]` or `[pytest]`."""
+    if (root / "pytest.ini").is_file():
+        return _cfg(root / "pytest.ini").get("pytest", "addopts", fallback="")
+    try:
+        table = tomllib.loads(_read(root / "pyproject.toml")).get("tool", {}).get("pytest", {})
+    except tomllib.TOMLDecodeError:
+        table = {}
+    if isinstance(table, dict) and "ini_options" in table:
+        value = table["ini_options"].get("addopts", "")
+        return " ".join(value) if isinstance(value, list) else str(value)
+    tox = _cfg(root / "tox.ini")
+    if tox.has_section("pytest"):
+        return tox.get("pytest", "addopts", fallback="")
+    setup_cfg = _cfg(root / "setup.cfg")
+    section = next((s for s in ("tool:pytest", "pytest") if setup_cfg.has_section(s)), "")
+    return setup_cfg.get(section, "addopts", fallback="") if section else ""
+
+
+def plugin_requirements(root: Path) -> list[str]:
+    """The plugins that the options of the tree's own pytest `addopts` need (`PLUGIN_OPTIONS`): the
+    test setup of the date, which its CI installed from somewhere this tree may not say."""
+    options = pytest_addopts(root).split()
+    return [plugin for option, plugin in PLUGIN_OPTIONS if any(o.startswith(option) for o in options)]
+
+
 def read_declarations(root: Path) -> Declarations:
     """Everything `recipes_for` needs from the tree at the base commit, read without running it."""
     pyproject_text = _read(root / "pyproject.toml")
@@ -399,6 +441,7 @@ def read_declarations(root: Path) -> Declarations:
     if isinstance(tests_require, list | tuple):
         test_requirements += [str(line) for line in tests_require]
     test_requirements += _cfg_list(setup_cfg.get("options", "tests_require", fallback=""))
+    test_requirements += plugin_requirements(root)
     for section in tox.sections():
         if section != "testenv" and not (
             section.startswith("testenv:") and not _NOT_FOR_TESTS.search(section.lower())
