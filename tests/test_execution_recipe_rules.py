@@ -189,11 +189,15 @@ def test_imports_that_do_not_run_at_import_and_bootstrap_scripts_are_no_evidence
         "old/net.py": function,
     }
     assert python2_evidence(_tree(tmp_path / "a", files), OLD) == ""
-    files["old/net.py"] = "if True:\n    import urllib2\n"
-    assert (
-        python2_evidence(_tree(tmp_path / "b", files), OLD)
-        == "imports urllib2, a Python 2 module (old/net.py:2)"
-    )
+    # Nor does a version switch, nor a sibling named as a standard module, nor an absolute_import file.
+    files["old/net.py"] = "import sys\nif sys.version_info[0] == 2:\n    import urllib2\n"
+    files["old/types.py"] = ""
+    files["old/core.py"] = "import types\n"
+    files["old/more.py"] = "from __future__ import absolute_import\nimport net\n"
+    assert python2_evidence(_tree(tmp_path / "b", files), OLD) == ""
+    files["old/net.py"] = "with open(__file__):\n    import urllib2\n"
+    found = python2_evidence(_tree(tmp_path / "c", files), OLD)
+    assert found == "imports urllib2, a Python 2 module (old/net.py:2)"
 
 
 @pytest.mark.parametrize(

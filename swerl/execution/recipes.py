@@ -29,6 +29,7 @@ import json
 import re
 import shlex
 import subprocess
+import sys
 import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -643,15 +644,13 @@ _PYTHON2_SCAN_FILES = 2000
 
 
 def _import_time_imports(body: Sequence[ast.stmt]) -> Iterable[ast.Import | ast.ImportFrom]:
-    """The imports a module runs when it is imported: at its top level, in `if` and `with` blocks and
-    class bodies there; not in functions (a branch run rarely, if ever) nor in `try` blocks (a
-    fallback such as `except ImportError`, which names one Python's module as the first choice of code
-    that runs on both)."""
+    """The imports a module always runs when it is imported: at its top level, in `with` blocks and
+    class bodies there; not in functions (a branch run rarely, if ever), `if` blocks (`if PY2: import
+    Queue`, the switch of code that runs on both) nor `try` blocks (a fallback such as `except
+    ImportError`, which names one Python's module as the first choice)."""
     for node in body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        elif isinstance(node, ast.If):
-            yield from _import_time_imports([*node.body, *node.orelse])
         elif isinstance(node, ast.With | ast.ClassDef):
             yield from _import_time_imports(node.body)
 
@@ -661,6 +660,14 @@ def _python2_import(path: Path, root: Path, module: ast.Module) -> str:
     module Python 3 renamed, or an implicit relative import (`import sibling` inside a package, which
     Python 3 reads as absolute)."""
     package = path.parent if (path.parent / "__init__.py").is_file() else None
+    future = {
+        a.name
+        for n in module.body
+        if isinstance(n, ast.ImportFrom) and n.module == "__future__"
+        for a in n.names
+    }
+    if "absolute_import" in future:
+        package = None  # Python 2 reads its imports as Python 3 does
     for node in _import_time_imports(module.body):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -677,7 +684,9 @@ def _python2_import(path: Path, root: Path, module: ast.Module) -> str:
                 (base / f"{top}.py").is_file() or (base / top / "__init__.py").is_file()
                 for base in (root, root / "src")
             )
-            if sibling and not absolute:
+            # A sibling named as a standard module (funcy's `types.py`) is what Python 3 does not
+            # import: code that runs on both means the standard one.
+            if sibling and not absolute and top not in sys.stdlib_module_names:
                 return f"implicit relative import of {top} ({where})"
     return ""
 
