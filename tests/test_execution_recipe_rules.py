@@ -158,7 +158,7 @@ def test_the_sandbox_finds_the_directories_of_a_python_27() -> None:
 def test_the_declared_test_command_is_read_and_recorded(tmp_path: Path) -> None:
     travis = "language: python\npython:\n  - 2.7\ninstall:\n  - pip install nose\nscript:\n  - nosetests -v\n"
     make = "all:\n\techo\n\ntest:\n\t$(PYTHON) tests/run_tests.py\n"
-    tox = "[testenv]\ncommands =\n    sqlformat --version\n    py.test --cov=old tests\n"
+    tox = "[testenv]\ncommands =\n    sqlformat --version\n    py.test \\\n      --cov=old tests\n"
     assert declared_test_command(_tree(tmp_path / "t", {".travis.yml": travis})) == (
         "nose",
         "nosetests -v",

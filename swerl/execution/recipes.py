@@ -794,7 +794,9 @@ def _command_lines(root: Path) -> list[tuple[str, str]]:
     """(line, where) of the places a repository says how its tests run, in the order they are read:
     tox's commands, setup.cfg's `test` alias, the Makefile's `test` target, the CI's scripts."""
     tox = _cfg(root / "tox.ini")
-    found = [(line, "tox.ini") for line in _cfg_list(tox.get("testenv", "commands", fallback=""))]
+    # A command continued over lines (`nosetests \` then its options) is one command.
+    commands = tox.get("testenv", "commands", fallback="").replace("\\\n", " ")
+    found = [(" ".join(line.split()), "tox.ini") for line in _cfg_list(commands)]
     setup_cfg = _cfg(root / "setup.cfg")
     found += [
         (f"setup.py test ({line})", "setup.cfg")
