@@ -78,14 +78,14 @@ def test_test_requirements_come_from_every_place_they_are_declared(tmp_path: Pat
     files = {
         "setup.py": setup,
         "tox.ini": tox,
-        "reqs-testing.txt": "railroad\npytest==2.9.1\n",
+        "reqs-testing.txt": "railroad\npytest==2.9.1\npy==1.4.17\n",
         "requirements/ci.txt": "freezegun\n",
         "requirements-docs.txt": "sphinx-rtd-theme\n",
         "requirements.txt": "six\n",
         "old/__init__.py": "",
     }
     decl = read_declarations(_tree(tmp_path, files))
-    # Docs and linters are not what the tests import; pytest itself is the recipe's choice.
+    # Docs and linters are not what the tests import; pytest and its `py` are the recipe's choice.
     assert set(decl.test_requirements) == {"mock", "nose", "pretend", "railroad", "freezegun"}
     assert decl.runtime == ("six",)
 

@@ -494,10 +494,16 @@ def _as_lines(value: Any) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list | tuple) else []
 
 
+PYTEST_OWN = ("pytest", "py.test", "py", "pluggy")
+"""pytest and the packages only pytest uses: the recipe chooses them by the date. A repository's own
+pins of its old pytest (`pytest==2.5.2`, `py==1.4.17`) would replace them with releases that cannot
+grade the runs, or that the chosen pytest cannot run with (pytest 4.6 calls `py`'s
+`chars_on_current_line`, which 1.4 lacks: an INTERNALERROR in every run)."""
+
+
 def _is_pytest(requirement: str) -> bool:
-    """Whether a requirement line names pytest itself, which the recipe chooses by the date (a
-    requirement file's `pytest==2.9` would replace it with one that cannot grade the runs)."""
-    return re.split(r"[\s<>=!~;\[]", requirement.strip(), maxsplit=1)[0].lower() in ("pytest", "py.test")
+    """Whether a requirement line names pytest or a package only pytest uses (`PYTEST_OWN`)."""
+    return re.split(r"[\s<>=!~;\[]", requirement.strip(), maxsplit=1)[0].lower() in PYTEST_OWN
 
 
 def _package_dirs(root: Path) -> list[str]:
