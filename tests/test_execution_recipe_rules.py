@@ -204,6 +204,7 @@ def test_imports_that_do_not_run_at_import_and_bootstrap_scripts_are_no_evidence
     "files",
     [
         {"pytest.ini": "[pytest]\naddopts = --cov=. --cov-report=term-missing --pep8\n"},
+        {".pytest.ini": "[pytest]\naddopts = --cov=. --pep8\n"},
         {"setup.cfg": "[pytest]\naddopts = --cov old --pep8\n"},
         {"tox.ini": "[pytest]\naddopts = -rs --cov=old --pep8\n"},
         {"pyproject.toml": '[tool.pytest.ini_options]\naddopts = ["--cov=old", "--pep8"]\n'},

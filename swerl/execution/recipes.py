@@ -370,10 +370,12 @@ error (`unrecognized arguments: --cov=.`) at an option in `addopts` whose plugin
 
 
 def pytest_addopts(root: Path) -> str:
-    """The `addopts` of the configuration pytest reads at the tree's root: pytest.ini, pyproject's
-    `[tool.pytest.ini_options]`, tox.ini's `[pytest]`, setup.cfg's `[tool:pytest]` or `[pytest]`."""
-    if (root / "pytest.ini").is_file():
-        return _cfg(root / "pytest.ini").get("pytest", "addopts", fallback="")
+    """The `addopts` of the configuration pytest reads at the tree's root: pytest.ini (or .pytest.ini),
+    pyproject's `[tool.pytest.ini_options]`, tox.ini's `[pytest]`, setup.cfg's `[tool:pytest]` or
+    `[pytest]`."""
+    for name in ("pytest.ini", ".pytest.ini"):
+        if (root / name).is_file():
+            return _cfg(root / name).get("pytest", "addopts", fallback="")
     try:
         table = tomllib.loads(_read(root / "pyproject.toml")).get("tool", {}).get("pytest", {})
     except tomllib.TOMLDecodeError:
