@@ -40,6 +40,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from swerl.execution.recipes import (
     PYTHON_RELEASES,
     Recipe,
     collect_targets,
+    pytest_config_env,
     recipe_from_json,
     recipes_for,
     row_date,
@@ -337,7 +339,8 @@ class EnvManager:
 
     def available_pythons(self) -> list[str]:
         """The Python versions a recipe may choose: those this machine has an interpreter of that can
-        create virtual environments (pyenv's 2.7 has no venv module, so it is not one of them)."""
+        create virtual environments, and 2.7 where it has one (it has no venv module: its venvs are
+        made by `virtualenv`, `_virtualenv`; a recipe takes it only for Python 2 code)."""
         if self._available is None:
             found = []
             for version in PYTHON_RELEASES:
@@ -346,10 +349,21 @@ class EnvManager:
                 except EnvSetupError:
                     continue
                 probe = [python, "-c", "import venv, ensurepip"]
-                if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+                if (
+                    version == "2.7"
+                    or subprocess.run(probe, capture_output=True, check=False).returncode == 0
+                ):
                     found.append(version)
             self._available = found
         return self._available
+
+    def _virtualenv(self, owner: str) -> str:
+        """virtualenv, which makes the venvs of Python 2.7, installed once into a tool venv of our own:
+        its 20.21 line, the last that creates them (with the pip 20.3 and setuptools 44 it carries)."""
+        tool = self.root / "tools-virtualenv"
+        spec = EnvSpec(packages=("virtualenv>=20.16,<20.22",), with_pytest=False)
+        self._build_base(tool, spec, f"{owner} (the tool virtualenv, for Python 2.7)")
+        return str(tool / "venv" / "bin" / "virtualenv")
 
     def _inferred_env(self, instance: Instance, tree: Path) -> TestEnv:
         """The environment of a repository without a spec: the recorded recipe, the remembered choice
@@ -359,7 +373,7 @@ class EnvManager:
         if recorded:
             return self._recipe_env(owner, instance.repo, tree, recipe_from_json(str(recorded)))
         when = row_date(instance.extra.get("created_at"), tree)
-        preferred = _version_of(self.base_python)
+        preferred = version_of(self.base_python)
         candidates = recipes_for(
             tree,
             when,
@@ -367,6 +381,7 @@ class EnvManager:
             preferred=preferred,
             base_commit=instance.base_commit,
             dated=self.wheelhouse is None,
+            patches=(instance.test_patch, instance.patch),
         )
         candidates = [self._interpreter_instead(r, preferred) for r in candidates]
         digest = hashlib.sha256("\n".join(r.to_json() for r in candidates).encode()).hexdigest()[:16]
@@ -421,7 +436,7 @@ class EnvManager:
         one per repository (and sources), for the others one shared by every repository with the same
         requirements."""
         text = recipe.to_json()
-        if recipe.name == "interpreter" and _version_of(self.base_python) == recipe.python:
+        if recipe.name == "interpreter" and version_of(self.base_python) == recipe.python:
             return TestEnv(self.base_python, None, text, INFERRED_LANG)
         folder = repo_slug(repo) if recipe.install else "shared"
         env = self.root / "auto" / folder / f"{recipe.name}-{recipe.key()}"
@@ -442,14 +457,18 @@ class EnvManager:
         develop` for projects older than editable wheels."""
         base = find_python(recipe.python)
         venv_hint = f"{base} cannot create venvs (Debian/Ubuntu: install python3-venv)."
-        _step(owner, [base, "-m", "venv", str(env / "venv")], venv_hint, self._pip_env(env))
+        make = [base, "-m", "venv", str(env / "venv")]
+        python2 = recipe.python == "2.7"
+        if python2:
+            make = [self._virtualenv(owner), "-q", "--no-download", "-p", base, str(env / "venv")]
+        _step(owner, make, venv_hint, self._pip_env(env))
         testbed = env / "testbed"
         if recipe.install:
             shutil.copytree(tree, testbed, symlinks=True)
         sources = ["-r", str(env / "requirements.txt")] if recipe.requirements else []
         if sources:
             (env / "requirements.txt").write_text("\n".join(recipe.requirements) + "\n", encoding="utf-8")
-        if self.wheelhouse is not None or self._uv() is None:
+        if self.wheelhouse is not None or python2 or self._uv() is None:
             tools = [recipe.pytest]
             project = ["-e", f".[{recipe.extra}]" if recipe.extra else "."] if recipe.install else []
         else:
@@ -488,7 +507,8 @@ class EnvManager:
         today's releases from the machine's local indexes, which serve no upload times. Without uv an
         undated install falls back to the venv's pip; a dated one fails (its recipe is then skipped),
         since nothing newer than its date may come in."""
-        uv = self._uv() if self.wheelhouse is None else None
+        python2 = version_of(str(env / "venv" / "bin" / "python")) == "2.7"  # uv installs for Python 3 only
+        uv = self._uv() if self.wheelhouse is None and not python2 else None
         if uv is None and not cutoff:
             self._pip_step(env, owner, ["python", "-m", "pip", "install", "-q", *args], cwd)
             return
@@ -540,12 +560,15 @@ class EnvManager:
         hint = "The install succeeded but pytest cannot collect the tests in this environment."
         if env.testbed is None:
             values["PYTHONPATH"] = ":".join(code_paths(tree))
-            _step(owner, argv, hint, values, cwd=tree, timeout_s=COLLECT_TIMEOUT_S)
+            with tempfile.TemporaryDirectory(prefix="swerl-collect-") as where:
+                values |= pytest_config_env(tree, Path(where))
+                _step(owner, argv, hint, values, cwd=tree, timeout_s=COLLECT_TIMEOUT_S)
             return
         with env.lock():
             shutil.rmtree(env.testbed, ignore_errors=True)
             shutil.copytree(tree, env.testbed, symlinks=True)
             env.restore_artifacts(env.testbed)
+            values |= pytest_config_env(env.testbed, env.testbed.parent / "config")
             _step(owner, argv, hint, values, cwd=env.testbed, timeout_s=COLLECT_TIMEOUT_S)
 
     def python_for(self, instance: Instance, tree: Path) -> str:
@@ -734,7 +757,7 @@ def _tail(text: str, size: int) -> str:
 
 
 @functools.cache
-def _version_of(python: str) -> str:
+def version_of(python: str) -> str:
     """`3.11` for an interpreter (empty when it does not run)."""
     probe = "import sys; print('%d.%d' % sys.version_info[:2])"
     done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False)

@@ -47,6 +47,7 @@ from swerl.execution.envs import (
     has_module,
     load_env_specs,
     rebuild_command,
+    version_of,
 )
 from swerl.execution.harness import (
     END,
@@ -59,7 +60,7 @@ from swerl.execution.harness import (
     status_map,
 )
 from swerl.execution.instances import Instance
-from swerl.execution.recipes import COMPILED_SUFFIXES
+from swerl.execution.recipes import COMPILED_SUFFIXES, pytest_config_env
 from swerl.git.clones import RepoCache
 from swerl.sandbox.limits import MIB
 
@@ -125,7 +126,11 @@ class RunLimits:
 @functools.cache
 def _interpreter_roots(python: str) -> tuple[str, ...]:
     """Directories an interpreter needs to run: its venv, the base installation, their site dirs."""
-    code = "import sys, site; print('\\n'.join([sys.prefix, sys.base_prefix, *site.getsitepackages()]))"
+    # Python 2 reads it too (a venv of 2.7, made by virtualenv, has no base_prefix but a real_prefix).
+    code = (
+        "import sys, site; base = getattr(sys, 'base_prefix', getattr(sys, 'real_prefix', sys.prefix)); "
+        "print('\\n'.join([sys.prefix, base] + list(getattr(site, 'getsitepackages', list)())))"
+    )
     done = subprocess.run([python, "-c", code], capture_output=True, check=True)
     roots = {os.path.realpath(p) for p in done.stdout.decode().split("\n") if p}
     roots.add(os.path.dirname(os.path.dirname(os.path.realpath(python))))
@@ -477,7 +482,7 @@ class LocalBackend:
         so code that calls git at import time (versioneer's `_version.py`) still finds a repository,
         and nothing in the sandbox leads to a later commit."""
         bin_dir = _shims(scratch / "bin", env.python)
-        test_env = _test_env(tree, bin_dir, env)
+        test_env = _test_env(tree, bin_dir, env) | pytest_config_env(tree, bin_dir)
         ro_paths, fds = [bin_dir], []
         with contextlib.ExitStack() as stack:
             if witness_log is not None:
@@ -530,7 +535,10 @@ class LocalBackend:
         argv = ["/bin/bash", "-c", script]
         pairs = self.limits.rlimits()
         if pairs:
-            argv = [env.python, "-I", "-S", "-c", _LIMITER, json.dumps(pairs), *argv]
+            # -I (isolated: no PYTHON* variables, no user site, not the tree's modules) is Python 3's;
+            # Python 2 has only -E and -s of it.
+            isolated = ["-E", "-s"] if version_of(env.python) == "2.7" else ["-I"]
+            argv = [env.python, *isolated, "-S", "-c", _LIMITER, json.dumps(pairs), *argv]
         return argv
 
 

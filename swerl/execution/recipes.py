@@ -27,7 +27,10 @@ import datetime as dt
 import hashlib
 import json
 import re
+import shlex
 import subprocess
+import sys
+import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -36,6 +39,7 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from swerl.edit_format.patch import PatchApplyError, apply_patch_to_contents
 from swerl.errors import UserError
 from swerl.path_kinds import is_test_module
 
@@ -127,21 +131,30 @@ import (more-itertools of 2016 lacks `always_iterable`, which pytest 4.6 imports
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 """Extras that hold what the tests need, in the order they are preferred."""
 
-_REQUIREMENT_FILES = (
-    "requirements.txt",
-    "requirements-test.txt",
-    "requirements_test.txt",
-    "test-requirements.txt",
-    "test_requirements.txt",
-    "requirements-dev.txt",
-    "requirements_dev.txt",
-    "dev-requirements.txt",
-    "requirements/test.txt",
-    "requirements/tests.txt",
-    "requirements/testing.txt",
-    "requirements/dev.txt",
-    "requirements/base.txt",
+_NOT_FOR_TESTS = re.compile(
+    r"doc|lint|flake|pep8|style|mypy|typ(e|ing)|format|black|isort|release|publish|bench|py2\d|pypy|jython"
 )
+"""Requirement files and tox environments of other jobs than the tests (docs, linters, releases) or of
+other interpreters (`[testenv:py26]`'s unittest2, a PyPy's): what they install is not what these
+tests import here, and an old release of one that fails to build would sink the recipe that installs
+the test requirements."""
+
+
+def requirement_files(root: Path) -> list[Path]:
+    """The test and development requirement files of a tree, whatever their names: `*req*.txt` at the
+    root (requirements-test.txt, test_requirements.txt, dev-requirements.txt, reqs.txt, ...) and the
+    .txt files of a `requirements*/` folder, the runtime requirements.txt and those of other jobs
+    (`_NOT_FOR_TESTS`) left out."""
+    found = [*root.glob("*req*.txt"), *(p for d in root.glob("requirements*/") for p in d.glob("*.txt"))]
+    return sorted(
+        p
+        for p in dict.fromkeys(found)
+        if p.is_file()
+        and p.relative_to(root).as_posix() != "requirements.txt"
+        and not _NOT_FOR_TESTS.search(p.relative_to(root).as_posix().lower())
+    )
+
+
 _VERSION = re.compile(r"(?<![\d.])([23]\.\d{1,2})(?![\d.])")
 _CLASSIFIER = re.compile(r"Programming Language :: Python :: ([23]\.\d{1,2})\b")
 _TOX_ENV = re.compile(r"\bpy([23])(\d{1,2})\b")
@@ -177,20 +190,37 @@ class Recipe:
     with compiled extensions, of the base commit: installed artifacts (egg-info with the version, built
     extensions) are copied into every tree the environment tests, so they must be those of its code."""
 
+    decisions: tuple[str, ...] = ()
+    """Why the recipe is what it is where that is not the default (the Python 2.7 of Python 2 code,
+    test requirements the row's own patches add, pytest's configuration handed over): recorded with
+    the row, not part of the environment's identity."""
+
     def key(self) -> str:
         """The environment's identity: rows whose recipes agree share one environment."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
+        what = asdict(self) | {"requirements": list(self.requirements)}
+        what.pop("decisions")
+        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
     def to_json(self) -> str:
-        """The recipe as recorded in a validated row (`env_recipe`) and read back by `recipe_from_json`."""
-        return json.dumps(asdict(self) | {"requirements": list(self.requirements)}, sort_keys=True)
+        """The recipe as recorded in a validated row (`env_recipe`) and read back by `recipe_from_json`
+        (without `decisions` where there are none, as recipes were written before they were kept)."""
+        raw = asdict(self) | {"requirements": list(self.requirements), "decisions": list(self.decisions)}
+        if not self.decisions:
+            raw.pop("decisions")
+        return json.dumps(raw, sort_keys=True)
 
 
 def recipe_from_json(text: str) -> Recipe:
     """A recorded recipe (a row's `env_recipe`); a malformed one is the row's error, not a guess."""
     try:
         raw = json.loads(text)
-        recipe = Recipe(**{**raw, "requirements": tuple(raw.get("requirements", ()))})
+        recipe = Recipe(
+            **{
+                **raw,
+                "requirements": tuple(raw.get("requirements", ())),
+                "decisions": tuple(raw.get("decisions", ())),
+            }
+        )
     except (json.JSONDecodeError, TypeError) as err:
         raise UserError(
             f"env_recipe is not a recipe this version of swerl reads: {err}: {text[:200]}"
@@ -234,6 +264,8 @@ class Declarations:
     runtime: tuple[str, ...] | None = ()
     """Runtime requirements; None when setup.py computes them (they are then known only to its install)."""
     test_extra: str = ""
+    test_extra_requirements: tuple[str, ...] = ()
+    """The requirements of `test_extra` where they are literal."""
     test_requirements: tuple[str, ...] = ()
     """Lines of the test and development requirement files and tox's deps, options and the project
     itself left out."""
@@ -322,6 +354,50 @@ def _ci_versions(root: Path) -> list[str]:
     return found
 
 
+PLUGIN_OPTIONS = (
+    ("--cov", "pytest-cov"),
+    ("--pep8", "pytest-pep8"),
+    ("--flakes", "pytest-flakes"),
+    ("--flake8", "pytest-flake8"),
+    ("--mypy", "pytest-mypy"),
+    ("--isort", "pytest-isort"),
+    ("--black", "pytest-black"),
+    ("--timeout", "pytest-timeout"),
+    ("--benchmark-", "pytest-benchmark"),
+)
+"""Options of pytest's widespread plugins and the plugin that defines each: pytest stops with a usage
+error (`unrecognized arguments: --cov=.`) at an option in `addopts` whose plugin is not installed."""
+
+
+def pytest_addopts(root: Path) -> str:
+    """The `addopts` of the configuration pytest reads at the tree's root: pytest.ini (or .pytest.ini),
+    pyproject's `[tool.pytest.ini_options]`, tox.ini's `[pytest]`, setup.cfg's `[tool:pytest]` or
+    `[pytest]`."""
+    for name in ("pytest.ini", ".pytest.ini"):
+        if (root / name).is_file():
+            return _cfg(root / name).get("pytest", "addopts", fallback="")
+    try:
+        table = tomllib.loads(_read(root / "pyproject.toml")).get("tool", {}).get("pytest", {})
+    except tomllib.TOMLDecodeError:
+        table = {}
+    if isinstance(table, dict) and "ini_options" in table:
+        value = table["ini_options"].get("addopts", "")
+        return " ".join(value) if isinstance(value, list) else str(value)
+    tox = _cfg(root / "tox.ini")
+    if tox.has_section("pytest"):
+        return tox.get("pytest", "addopts", fallback="")
+    setup_cfg = _cfg(root / "setup.cfg")
+    section = next((s for s in ("tool:pytest", "pytest") if setup_cfg.has_section(s)), "")
+    return setup_cfg.get(section, "addopts", fallback="") if section else ""
+
+
+def plugin_requirements(root: Path) -> list[str]:
+    """The plugins that the options of the tree's own pytest `addopts` need (`PLUGIN_OPTIONS`): the
+    test setup of the date, which its CI installed from somewhere this tree may not say."""
+    options = pytest_addopts(root).split()
+    return [plugin for option, plugin in PLUGIN_OPTIONS if any(o.startswith(option) for o in options)]
+
+
 def read_declarations(root: Path) -> Declarations:
     """Everything `recipes_for` needs from the tree at the base commit, read without running it."""
     pyproject_text = _read(root / "pyproject.toml")
@@ -363,8 +439,17 @@ def read_declarations(root: Path) -> Declarations:
         extras = {**extras, **dict(setup_cfg.items("options.extras_require"))}
     test_extra = next((name for name in TEST_EXTRAS if name in extras), "")
 
-    test_requirements = [line for name in _REQUIREMENT_FILES[1:] for line in _requirement_lines(root / name)]
-    for section in ("testenv", "testenv:py", "testenv:test", "testenv:tests"):
+    test_requirements = [line for path in requirement_files(root) for line in _requirement_lines(path)]
+    tests_require = _literal_keyword(setup_py, "tests_require") if setup_py else None
+    if isinstance(tests_require, list | tuple):
+        test_requirements += [str(line) for line in tests_require]
+    test_requirements += _cfg_list(setup_cfg.get("options", "tests_require", fallback=""))
+    test_requirements += plugin_requirements(root)
+    for section in tox.sections():
+        if section != "testenv" and not (
+            section.startswith("testenv:") and not _NOT_FOR_TESTS.search(section.lower())
+        ):
+            continue
         for line in _cfg_list(tox.get(section, "deps", fallback="")):
             if not line.startswith(("-", ".")) and "{" not in line and not _TOX_FACTOR.match(line):
                 test_requirements.append(line)
@@ -395,12 +480,32 @@ def read_declarations(root: Path) -> Declarations:
         listed_from=listed_from,
         runtime=None if runtime is None else tuple(dict.fromkeys(runtime)),
         test_extra=test_extra,
-        test_requirements=tuple(dict.fromkeys(test_requirements)),
+        test_extra_requirements=tuple(_as_lines(extras.get(test_extra, ()))),
+        test_requirements=tuple(dict.fromkeys(r for r in test_requirements if not _is_pytest(r))),
         installable=installable,
         compiled=compiled,
         sources=sources,
         shadows=tuple(shadows),
     )
+
+
+def _as_lines(value: Any) -> list[str]:
+    """An extra's requirements as lines, whether a list (setup.py, pyproject) or a setup.cfg value."""
+    if isinstance(value, str):
+        return _cfg_list(value)
+    return [str(v) for v in value] if isinstance(value, list | tuple) else []
+
+
+PYTEST_OWN = ("pytest", "py.test", "py", "pluggy")
+"""pytest and the packages only pytest uses: the recipe chooses them by the date. A repository's own
+pins of its old pytest (`pytest==2.5.2`, `py==1.4.17`) would replace them with releases that cannot
+grade the runs, or that the chosen pytest cannot run with (pytest 4.6 calls `py`'s
+`chars_on_current_line`, which 1.4 lacks: an INTERNALERROR in every run)."""
+
+
+def _is_pytest(requirement: str) -> bool:
+    """Whether a requirement line names pytest or a package only pytest uses (`PYTEST_OWN`)."""
+    return re.split(r"[\s<>=!~;\[]", requirement.strip(), maxsplit=1)[0].lower() in PYTEST_OWN
 
 
 def _package_dirs(root: Path) -> list[str]:
@@ -513,12 +618,221 @@ def pytest_without(python: str, when: dt.date, shadows: Sequence[str]) -> str:
     return f"pytest>={start}" + (f",<{end}" if end else "")
 
 
+PYTHON2_END = dt.date(2020, 1, 1)
+"""Python 2's end of life: code of a later date that does not parse is newer Python than this
+interpreter reads, not Python 2."""
+
+PYTHON2_ONLY_MODULES = frozenset(
+    [
+        "urllib2",
+        "urlparse",
+        "StringIO",
+        "cStringIO",
+        "cPickle",
+        "ConfigParser",
+        "Queue",
+        "httplib",
+        "HTMLParser",
+        "__builtin__",
+        "commands",
+        "Cookie",
+        "cookielib",
+        "xmlrpclib",
+        "SocketServer",
+        "thread",
+        "md5",
+        "sets",
+        "exceptions",
+    ]
+)
+"""Standard modules that Python 3 renamed or removed: importing one at import time is Python 2 code."""
+
+_PYTHON2_SCAN_FILES = 2000
+"""At most this many files are parsed for Python 2 evidence (the first found ends the scan)."""
+
+
+def _import_time_imports(body: Sequence[ast.stmt]) -> Iterable[ast.Import | ast.ImportFrom]:
+    """The imports a module always runs when it is imported: at its top level, in `with` blocks and
+    class bodies there; not in functions (a branch run rarely, if ever), `if` blocks (`if PY2: import
+    Queue`, the switch of code that runs on both) nor `try` blocks (a fallback such as `except
+    ImportError`, which names one Python's module as the first choice)."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.With | ast.ClassDef):
+            yield from _import_time_imports(node.body)
+
+
+def _python2_import(path: Path, root: Path, module: ast.Module) -> str:
+    """Evidence of Python 2 in the imports a module runs when imported (`_import_time_imports`): a
+    module Python 3 renamed, or an implicit relative import (`import sibling` inside a package, which
+    Python 3 reads as absolute)."""
+    package = path.parent if (path.parent / "__init__.py").is_file() else None
+    future = {
+        a.name
+        for n in module.body
+        if isinstance(n, ast.ImportFrom) and n.module == "__future__"
+        for a in n.names
+    }
+    if "absolute_import" in future:
+        package = None  # Python 2 reads its imports as Python 3 does
+    for node in _import_time_imports(module.body):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        for name in names:
+            top = name.split(".")[0]
+            where = f"{path.relative_to(root)}:{node.lineno}"
+            if top in PYTHON2_ONLY_MODULES:
+                return f"imports {top}, a Python 2 module ({where})"
+            sibling = package is not None and (
+                (package / f"{top}.py").is_file() or (package / top / "__init__.py").is_file()
+            )
+            absolute = any(
+                (base / f"{top}.py").is_file() or (base / top / "__init__.py").is_file()
+                for base in (root, root / "src")
+            )
+            # A sibling named as a standard module (funcy's `types.py`) is what Python 3 does not
+            # import: code that runs on both means the standard one.
+            if sibling and not absolute and top not in sys.stdlib_module_names:
+                return f"implicit relative import of {top} ({where})"
+    return ""
+
+
+_NOT_THE_CODE = frozenset(("setup.py", "ez_setup.py", "distribute_setup.py", "bootstrap.py", "fabfile.py"))
+"""Scripts at a tree's root that are not the code its tests import: setup.py, and bootstrap scripts
+copied into many projects (setuptools' ez_setup.py downloads with `urllib2` in a function)."""
+
+
+def python2_evidence(root: Path, when: dt.date) -> str:
+    """Why the code at `root` is Python 2 code, empty when nothing says so: a module of the package or
+    its tests that Python 3 cannot parse (print statements, `except E, e`, `0777`), or an unguarded
+    import that only Python 2 resolves (`_python2_import`). Only for trees dated before Python 2's end
+    of life. Python 3 reads such code only after 2to3 (run by some setup.py files at install), and its
+    tests not at all: they need Python 2.7."""
+    if when >= PYTHON2_END:
+        return ""
+    tops = [root / d for d in ("src", *_package_dirs(root), "tests", "test", "testing")]
+    files = [
+        *root.glob("*.py"),
+        *(p for top in dict.fromkeys(tops) if top.is_dir() for p in top.rglob("*.py")),
+    ]
+    for path in sorted(dict.fromkeys(files))[:_PYTHON2_SCAN_FILES]:
+        if path.name in _NOT_THE_CODE and path.parent == root:
+            continue
+        try:
+            module = ast.parse(_read(path), filename=str(path))
+        except SyntaxError as err:
+            return f"Python 3 cannot parse {path.relative_to(root)}:{err.lineno} ({err.msg})"
+        found = _python2_import(path, root, module)
+        if found:
+            return found
+    return ""
+
+
+DECLARATION_FILES = ("setup.py", "setup.cfg", "tox.ini", "pyproject.toml")
+"""Files that declare requirements besides the requirement files (`requirement_files`)."""
+
+
+def _declares(name: str) -> bool:
+    """Whether a file of that name declares requirements (a declaration or a requirement file)."""
+    return name in DECLARATION_FILES or (name.endswith(".txt") and "req" in name)
+
+
+def patch_test_requirements(root: Path, patches: Sequence[str]) -> list[str]:
+    """Test requirements the row's own patches add (its test patch declares `freezegun`, which its new
+    tests import): the declarations read again with the patches applied to the files that declare
+    requirements, less those of the base commit. The environment serves the after-state too."""
+    added: list[str] = []
+    for patch in patches:
+        sections = re.split(r"(?m)^(?=diff --git )", patch)
+        wanted = [
+            chunk
+            for chunk in sections
+            if (m := re.match(r"diff --git a/(\S+) b/(\S+)", chunk)) and _declares(m.group(2))
+        ]
+        if not wanted:
+            continue
+        names = [re.match(r"diff --git a/(\S+) b/", c).group(1) for c in wanted]
+        try:
+            after = apply_patch_to_contents(
+                {n: _read(root / n) for n in names if (root / n).is_file()}, "".join(wanted)
+            )
+        except PatchApplyError:
+            continue
+        with tempfile.TemporaryDirectory(prefix="swerl-decl-") as tmp:
+            overlay = Path(tmp)
+            for name in {
+                *DECLARATION_FILES,
+                *(p.relative_to(root).as_posix() for p in requirement_files(root)),
+            }:
+                if (root / name).is_file():
+                    (overlay / name).parent.mkdir(parents=True, exist_ok=True)
+                    (overlay / name).write_text(_read(root / name), encoding="utf-8")
+            for name, text in after.items():
+                target = overlay / name
+                if text is None:
+                    target.unlink(missing_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+            before, later = read_declarations(root), read_declarations(overlay)
+        old = {*before.test_requirements, *before.test_extra_requirements}
+        added += [r for r in (*later.test_requirements, *later.test_extra_requirements) if r not in old]
+    return [r for r in dict.fromkeys(added) if not _is_pytest(r)]
+
+
 def cutoff_of(when: dt.date, pinned: bool = False) -> str:
     """The upload cutoff of a row's date: the first day of its month, so that rows of one month share
     their environments while nothing newer than the date is installed; the date itself for a
     repository that pins exact releases (`==`), since a pin may name one from earlier that month (the
     base commit, and so its pins, predate the row's date)."""
     return (when if pinned else when.replace(day=1)).isoformat()
+
+
+RUNNERS = (
+    ("pytest", re.compile(r"\b(py\.test|pytest)\b")),
+    ("nose", re.compile(r"\b(nosetests|nose2?)\b")),
+    ("unittest", re.compile(r"-m\s+unittest\b|\bsetup\.py\s+test\b|\btrial\b|\brun_?tests\.py\b")),
+)
+"""Test runners told apart in a test command (the first that matches names it)."""
+
+
+def _command_lines(root: Path) -> list[tuple[str, str]]:
+    """(line, where) of the places a repository says how its tests run, in the order they are read:
+    tox's commands, setup.cfg's `test` alias, the Makefile's `test` target, the CI's scripts."""
+    tox = _cfg(root / "tox.ini")
+    # A command continued over lines (`nosetests \` then its options) is one command.
+    commands = tox.get("testenv", "commands", fallback="").replace("\\\n", " ")
+    found = [(" ".join(line.split()), "tox.ini") for line in _cfg_list(commands)]
+    setup_cfg = _cfg(root / "setup.cfg")
+    found += [
+        (f"setup.py test ({line})", "setup.cfg")
+        for line in _cfg_list(setup_cfg.get("aliases", "test", fallback=""))
+    ]
+    makefile = _read(root / "Makefile")
+    target = re.search(r"(?m)^tests?:.*\n((?:\t.*\n?)+)", makefile)
+    found += [(line.strip(), "Makefile") for line in (target.group(1).splitlines() if target else ())]
+    for path in [root / ".travis.yml", *sorted((root / ".github" / "workflows").glob("*.y*ml"))]:
+        lines = (
+            line.strip().removeprefix("- ").removeprefix("run:").strip() for line in _read(path).splitlines()
+        )
+        found += [(line, path.name) for line in lines if line and "install" not in line]
+    return found
+
+
+def declared_test_command(root: Path) -> tuple[str, str, str]:
+    """(runner, command, where): the test command the repository declares at this commit, read from
+    `_command_lines`; ("", "", "") where none names a runner. Recorded with the row: pytest runs every
+    repository's tests here, as the harness does (it collects unittest test cases, and before pytest 8
+    nose-style test functions and fixtures), and the test command says what the repository's own CI
+    ran, which explains a row whose tests behave differently under pytest."""
+    for line, where in _command_lines(root):
+        for runner, pattern in RUNNERS:
+            if pattern.search(line):
+                return runner, line, where
+    files = [name for name in ("runtests.py", "run_tests.py", "tests/runtests.py") if (root / name).is_file()]
+    return ("unittest", f"python {files[0]}", files[0]) if files else ("", "", "")
 
 
 def recipes_for(
@@ -529,35 +843,123 @@ def recipes_for(
     preferred: str = "",
     base_commit: str = "",
     dated: bool = True,
+    patches: Sequence[str] = (),
 ) -> list[Recipe]:
     """The recipes to try for the repository at `tree`, most faithful first (see the module docstring).
 
     `dated` False (installs from a wheelhouse, which is the resolution) leaves out the cutoff, the
-    pytest bounds and the recipe with today's releases."""
+    pytest bounds and the recipe with today's releases. `patches` (the row's test and gold patches)
+    add the test requirements they declare. Python 2.7 is chosen only for Python 2 code
+    (`python2_evidence`); it installs with pip, which cannot resolve as of a date, so its recipes
+    have no cutoff (the releases pip takes are those whose Requires-Python admits 2.7)."""
     decl = read_declarations(tree)
-    python, _why = choose_python(decl, when, available, preferred)
+    decisions: list[str] = []
+    python3s = [v for v in available if v != "2.7"]
+    evidence = python2_evidence(tree, when) if "2.7" in _usable(decl, available) else ""
+    if evidence:
+        python = "2.7"
+        decisions.append(f"Python 2.7: {evidence}")
+    else:
+        python, _why = choose_python(decl, when, python3s, preferred)
     if dated and not pytest_without(python, when, decl.shadows):
         # No pytest that this Python runs leaves the tree's own copy of its dependency alone (attrs of
         # 2015 under 3.6): the oldest newer Python that runs one, where the repository allows it.
-        newer = (v for v in _usable(decl, available) if _version_tuple(v) > _version_tuple(python))
+        newer = (v for v in _usable(decl, python3s) if _version_tuple(v) > _version_tuple(python))
         python = next((v for v in newer if pytest_without(v, when, decl.shadows)), python)
+    dated_here = dated and python != "2.7"
     pytest_pin = pytest_requirement(python, when, decl.shadows) if dated else "pytest"
-    pinned = any("==" in line for line in (*(decl.runtime or ()), *decl.test_requirements))
-    cutoff = cutoff_of(when, pinned) if dated else ""
+    added = [r for r in patch_test_requirements(tree, patches) if r not in decl.test_requirements]
+    if added:
+        decisions.append(f"test requirements the row's patches add: {', '.join(added)}")
+    test_requirements = (*decl.test_requirements, *added)
+    pinned = any("==" in line for line in (*(decl.runtime or ()), *test_requirements))
+    cutoff = cutoff_of(when, pinned) if dated_here else ""
+    if dated and not dated_here:
+        decisions.append("no upload cutoff: pip, the resolver for Python 2.7, cannot resolve as of a date")
+    runner, command, where = declared_test_command(tree)
+    if runner:
+        decisions.append(f"test command `{command}` ({where}, {runner}): the tests run under pytest")
+    if refused_pytest_section(tree):
+        decisions.append(
+            "setup.cfg's [pytest] section handed to pytest as an ini file (pytest >= 4 refuses it)"
+        )
     sources = decl.sources + (f"@{base_commit[:12]}" if decl.compiled else "")
     recipes: list[Recipe] = []
-    common = {"python": python, "pytest": pytest_pin}
+    common = {"python": python, "pytest": pytest_pin, "decisions": tuple(decisions)}
     editable = {**common, "install": "editable", "sources": sources}
     if decl.installable:
-        if decl.test_extra or decl.test_requirements:
-            test = {"requirements": decl.test_requirements, "extra": decl.test_extra}
+        if decl.test_extra or test_requirements:
+            test = {"requirements": test_requirements, "extra": decl.test_extra}
             recipes.append(Recipe("test-extras", **editable, **test, cutoff=cutoff))
         recipes.append(Recipe("editable", **editable, cutoff=cutoff))
-    requirements = (*(decl.runtime or ()), *decl.test_requirements)
+    requirements = (*(decl.runtime or ()), *test_requirements)
     recipes.append(Recipe("pythonpath", **common, requirements=requirements, cutoff=cutoff))
-    if decl.installable and dated:
+    if decl.installable and dated_here:
         recipes.append(Recipe("editable-today", **editable))
     return recipes
+
+
+PYTEST_INI_COPY = "swerl-pytest.ini"
+"""The name of the copy of a `[pytest]` section of setup.cfg handed to pytest (`pytest_config_env`)."""
+
+
+def _ini_section(text: str, name: str) -> str:
+    """The raw lines of section `[name]` of an ini file (comments and continuation lines kept as
+    written, which configparser would not), empty when there is none."""
+    lines: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        header = re.match(r"^\[([^\]]+)\]\s*$", line)
+        if header:
+            inside = header.group(1).strip() == name
+            continue
+        if inside:
+            lines.append(line)
+    return "\n".join(lines).strip("\n")
+
+
+def has_ini_section(text: str, name: str) -> bool:
+    """Whether ini text has a `[name]` section (read line by line: configparser refuses many real
+    setup.cfg files, with duplicate keys or `%` signs)."""
+    return any(re.match(rf"^\[{re.escape(name)}\]\s*$", line) for line in text.splitlines())
+
+
+def refused_pytest_section(tree: Path) -> str:
+    """The body of a `[pytest]` section of the tree's setup.cfg that pytest would find and refuse,
+    empty when there is none.
+
+    Until pytest 3.x setup.cfg could configure pytest in a `[pytest]` section; from 4.0 on pytest stops
+    with a usage error when the configuration file it finds is such a setup.cfg, so every test of the
+    repositories that kept it (attrs and many others until 2016) ends in a collection error under any
+    pytest a recipe installs (4.6 and later). pytest looks in the root for pytest.ini, then (from 6.0)
+    pyproject.toml with `[tool.pytest.ini_options]`, then tox.ini with `[pytest]`, then setup.cfg with
+    `[tool:pytest]` or `[pytest]`: only where none of the others configures pytest is the setup.cfg
+    section the one it reads."""
+    setup_cfg = _read(tree / "setup.cfg")
+    if not has_ini_section(setup_cfg, "pytest") or has_ini_section(setup_cfg, "tool:pytest"):
+        return ""
+    if (tree / "pytest.ini").is_file() or has_ini_section(_read(tree / "tox.ini"), "pytest"):
+        return ""
+    if "[tool.pytest.ini_options]" in _read(tree / "pyproject.toml"):
+        return ""
+    return _ini_section(setup_cfg, "pytest") or "# an empty [pytest] section in setup.cfg"
+
+
+def pytest_config_env(tree: Path, where: Path) -> dict[str, str]:
+    """Environment variables that make pytest read the tree's configuration where it would refuse it:
+    the refused `[pytest]` section of setup.cfg (`refused_pytest_section`) written to `where` as an ini
+    file of the same content and handed to pytest with `-c`, the tree kept as its rootdir (with `-c`
+    pytest would take the copy's folder). Through PYTEST_ADDOPTS, which pytest reads before it looks
+    for a configuration file, so that every test command (`python -m pytest`, `pytest`, the harness's
+    line) gets it. Read from the tree as it is when the tests run, so a patch that renames the section
+    `[tool:pytest]` is read as pytest reads it. Empty when pytest reads the tree's own."""
+    body = refused_pytest_section(tree)
+    if not body:
+        return {}
+    where.mkdir(parents=True, exist_ok=True)
+    ini = where / PYTEST_INI_COPY
+    ini.write_text(f"[pytest]\n{body}\n", encoding="utf-8")
+    return {"PYTEST_ADDOPTS": shlex.join(["-c", str(ini), "--rootdir", str(tree)])}
 
 
 def collect_targets(tree: Path, tests: Iterable[str], test_patch: str) -> list[str]:

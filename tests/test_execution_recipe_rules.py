@@ -1,0 +1,218 @@
+"""The test setup a repository declares at its base commit, read as its date ran it: pytest's settings
+kept in setup.cfg's `[pytest]` section, test requirements from every place they are declared (the
+row's own patches included), and Python 2 code given Python 2.7 (offline: trees and git repositories
+built here)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from calc_repo import build_calc, write_files
+
+from swerl.edit_format import build_git_patch
+from swerl.execution.envs import EnvSetupError, find_python
+from swerl.execution.local import _interpreter_roots
+from swerl.execution.recipes import (
+    Recipe,
+    declared_test_command,
+    patch_test_requirements,
+    pytest_config_env,
+    python2_evidence,
+    read_declarations,
+    recipe_from_json,
+    recipes_for,
+    refused_pytest_section,
+)
+
+ALL = ("2.7", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
+OLD = dt.date(2013, 5, 1)
+SETUP = "from setuptools import setup\nsetup(name='old', version='0.1', packages=['old'])\n"
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    write_files(root, files)
+    return root
+
+
+def test_a_pytest_section_of_setup_cfg_is_read_through_a_copy_as_pytest_would_have(tmp_path: Path) -> None:
+    # pytest >= 4 stops with a usage error on this setup.cfg; its options (here: run only test_sub)
+    # must still be what the run obeys, in the test runs of validate and of the reward alike.
+    section = "[pytest]\naddopts = -k sub\n"
+    reward, instance = build_calc(tmp_path, {"setup.cfg": f"[metadata]\nname = calc\n\n{section}"})
+    reward.backend.envs.python = sys.executable  # the run is what is tested, not an environment build
+    run = reward.backend.run_tests(instance, ["tests/test_ops.py"])
+    assert run.status == "ok", run.log[-800:]
+    assert run.results == {"tests/test_ops.py::test_sub": "PASSED"}
+
+
+def test_only_a_section_pytest_would_refuse_is_handed_over(tmp_path: Path) -> None:
+    cfg = "[pytest]\nnorecursedirs = build\n"
+    assert refused_pytest_section(_tree(tmp_path / "a", {"setup.cfg": cfg})) == "norecursedirs = build"
+    others = {
+        "p": {"pytest.ini": "[pytest]\n"},
+        "t": {"tox.ini": "[pytest]\n"},
+        "c": {"setup.cfg": "[tool:pytest]\n"},
+    }
+    for name, other in others.items():
+        files = {"setup.cfg": cfg + other.pop("setup.cfg", ""), **other}
+        assert refused_pytest_section(_tree(tmp_path / name, files)) == "", name
+    tree = _tree(tmp_path / "b", {"setup.cfg": cfg})
+    values = pytest_config_env(tree, tmp_path / "config")
+    assert values["PYTEST_ADDOPTS"].startswith("-c ") and values["PYTEST_ADDOPTS"].endswith(
+        f"--rootdir {tree}"
+    )
+    assert (tmp_path / "config" / "swerl-pytest.ini").read_text() == "[pytest]\nnorecursedirs = build\n"
+    assert pytest_config_env(_tree(tmp_path / "c", {"setup.cfg": "[metadata]\n"}), tmp_path / "x") == {}
+
+
+def test_test_requirements_come_from_every_place_they_are_declared(tmp_path: Path) -> None:
+    setup = SETUP.replace("packages=['old']", "packages=['old'], tests_require=['mock', 'pytest>=2.3']")
+    tox = (
+        "[testenv]\ndeps = nose\n\n[testenv:py33]\ndeps = pretend\n\n[testenv:docs]\ndeps = sphinx\n"
+        "\n[testenv:flake8]\ndeps = flake8\n\n[testenv:py26]\ndeps = unittest2\n"
+    )
+    files = {
+        "setup.py": setup,
+        "tox.ini": tox,
+        "reqs-testing.txt": "railroad\npytest==2.9.1\npy==1.4.17\n",
+        "requirements/ci.txt": "freezegun\n",
+        "requirements-docs.txt": "sphinx-rtd-theme\n",
+        "requirements.txt": "six\n",
+        "old/__init__.py": "",
+    }
+    decl = read_declarations(_tree(tmp_path, files))
+    # Docs and linters are not what the tests import; pytest and its `py` are the recipe's choice.
+    assert set(decl.test_requirements) == {"mock", "nose", "pretend", "railroad", "freezegun"}
+    assert decl.runtime == ("six",)
+
+
+def test_requirements_the_rows_patches_add_are_installed_and_recorded(tmp_path: Path) -> None:
+    old_tox = "[tox]\nenvlist = py27\n\n[testenv]\ndeps =\n    nose\n"
+    tree = _tree(tmp_path, {"setup.py": SETUP, "tox.ini": old_tox, "old/__init__.py": ""})
+    test_patch = build_git_patch(
+        {"tox.ini": old_tox},
+        {"tox.ini": old_tox + "    freezegun\n", "requirements-test.txt": "pretend\n"},
+    )
+    assert patch_test_requirements(tree, [test_patch, ""]) == ["pretend", "freezegun"]
+    recipes = recipes_for(tree, dt.date(2021, 3, 2), ALL, patches=[test_patch])
+    assert recipes[0].name == "test-extras"
+    assert recipes[0].requirements == ("nose", "pretend", "freezegun")
+    assert recipes[0].decisions == ("test requirements the row's patches add: pretend, freezegun",)
+    # A patch that does not fit the base commit adds nothing (its row fails to apply anyway).
+    assert patch_test_requirements(tree, [test_patch.replace("nose", "nope")]) == []
+
+
+@pytest.mark.parametrize(
+    ("files", "found"),
+    [
+        ({"old/core.py": "print 'hello'\n"}, "Python 3 cannot parse old/core.py:1"),
+        ({"tests/__init__.py": "from test_core import *\n", "tests/test_core.py": ""}, "implicit relative"),
+        ({"old/net.py": "import urllib2\n"}, "imports urllib2"),
+        ({"old/net.py": "try:\n    import cPickle\nexcept ImportError:\n    import pickle\n"}, ""),
+        ({"old/core.py": "from . import net\nimport old.net\n", "old/net.py": ""}, ""),
+    ],
+)
+def test_python2_code_is_told_by_its_syntax_and_imports(
+    tmp_path: Path, files: dict[str, str], found: str
+) -> None:
+    tree = _tree(tmp_path, {"setup.py": SETUP, "old/__init__.py": "", **files})
+    assert found in python2_evidence(tree, OLD) and bool(found) == bool(python2_evidence(tree, OLD))
+    # After Python 2's end of life a file Python 3 cannot parse is newer Python, not older.
+    assert python2_evidence(tree, dt.date(2021, 1, 1)) == ""
+
+
+def test_python2_code_gets_python_27_without_a_cutoff_and_says_why(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, {"setup.py": SETUP, "old/__init__.py": "", "old/core.py": "print 'x'\n"})
+    recipes = recipes_for(tree, OLD, ALL)
+    assert [r.name for r in recipes] == ["editable", "pythonpath"]  # no "today": 2.7 has no date
+    assert {(r.python, r.pytest, r.cutoff) for r in recipes} == {("2.7", "pytest>=4.6,<5.0", "")}
+    assert recipes[0].decisions[0].startswith("Python 2.7: Python 3 cannot parse old/core.py:1")
+    # Where this machine has no 2.7 (or the repository excludes it), Python 3 as before.
+    assert recipes_for(tree, OLD, ALL[1:])[0].python == "3.6"
+    # Python 3 code listing 2.7 among its Pythons keeps its Python 3.
+    plain = _tree(tmp_path / "plain", {"setup.py": SETUP, "old/__init__.py": "x = 1\n"})
+    assert recipes_for(plain, OLD, ALL)[0].python == "3.6"
+
+
+def test_decisions_are_recorded_but_are_not_the_environments_identity() -> None:
+    plain = Recipe("editable", "3.6", install="editable")
+    why = Recipe("editable", "3.6", install="editable", decisions=("Python 2.7: ...",))
+    assert plain.key() == why.key()
+    assert "decisions" not in json.loads(plain.to_json())  # recipes recorded before keep their keys
+    assert recipe_from_json(why.to_json()) == why
+
+
+def test_the_sandbox_finds_the_directories_of_a_python_27() -> None:
+    try:
+        python = find_python("2.7")
+    except EnvSetupError:
+        pytest.skip("no Python 2.7 on this machine")
+    roots = _interpreter_roots(python)
+    assert any(str(Path(python).resolve()).startswith(root + "/") for root in roots)
+
+
+def test_the_declared_test_command_is_read_and_recorded(tmp_path: Path) -> None:
+    travis = "language: python\npython:\n  - 2.7\ninstall:\n  - pip install nose\nscript:\n  - nosetests -v\n"
+    make = "all:\n\techo\n\ntest:\n\t$(PYTHON) tests/run_tests.py\n"
+    tox = "[testenv]\ncommands =\n    sqlformat --version\n    py.test \\\n      --cov=old tests\n"
+    assert declared_test_command(_tree(tmp_path / "t", {".travis.yml": travis})) == (
+        "nose",
+        "nosetests -v",
+        ".travis.yml",
+    )
+    assert declared_test_command(_tree(tmp_path / "m", {"Makefile": make}))[:2] == (
+        "unittest",
+        "$(PYTHON) tests/run_tests.py",
+    )
+    tree = _tree(tmp_path / "x", {"tox.ini": tox, "Makefile": make, "setup.py": SETUP, "old/__init__.py": ""})
+    assert declared_test_command(tree) == ("pytest", "py.test --cov=old tests", "tox.ini")
+    recipe = recipes_for(tree, dt.date(2021, 1, 1), ALL)[0]
+    assert (
+        "test command `py.test --cov=old tests` (tox.ini, pytest): the tests run under pytest"
+        in recipe.decisions
+    )
+    assert declared_test_command(_tree(tmp_path / "none", {"setup.py": SETUP})) == ("", "", "")
+
+
+def test_imports_that_do_not_run_at_import_and_bootstrap_scripts_are_no_evidence(tmp_path: Path) -> None:
+    # setuptools' ez_setup.py, copied into many projects that run on both Pythons, downloads with
+    # urllib2 in a function: neither the script nor a function's import says the code is Python 2.
+    function = "def fetch():\n    import urllib2\n    return urllib2\n"
+    files = {
+        "setup.py": SETUP,
+        "ez_setup.py": "import urllib2\n",
+        "old/__init__.py": "",
+        "old/net.py": function,
+    }
+    assert python2_evidence(_tree(tmp_path / "a", files), OLD) == ""
+    # Nor does a version switch, nor a sibling named as a standard module, nor an absolute_import file.
+    files["old/net.py"] = "import sys\nif sys.version_info[0] == 2:\n    import urllib2\n"
+    files["old/types.py"] = ""
+    files["old/core.py"] = "import types\n"
+    files["old/more.py"] = "from __future__ import absolute_import\nimport net\n"
+    assert python2_evidence(_tree(tmp_path / "b", files), OLD) == ""
+    files["old/net.py"] = "with open(__file__):\n    import urllib2\n"
+    found = python2_evidence(_tree(tmp_path / "c", files), OLD)
+    assert found == "imports urllib2, a Python 2 module (old/net.py:2)"
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"pytest.ini": "[pytest]\naddopts = --cov=. --cov-report=term-missing --pep8\n"},
+        {".pytest.ini": "[pytest]\naddopts = --cov=. --pep8\n"},
+        {"setup.cfg": "[pytest]\naddopts = --cov old --pep8\n"},
+        {"tox.ini": "[pytest]\naddopts = -rs --cov=old --pep8\n"},
+        {"pyproject.toml": '[tool.pytest.ini_options]\naddopts = ["--cov=old", "--pep8"]\n'},
+    ],
+)
+def test_plugins_the_pytest_options_of_the_tree_need_are_test_requirements(
+    tmp_path: Path, files: dict[str, str]
+) -> None:
+    # pytest stops with `unrecognized arguments: --cov=.` where the plugin is not installed.
+    decl = read_declarations(_tree(tmp_path, {"setup.py": SETUP, "old/__init__.py": "", **files}))
+    assert decl.test_requirements == ("pytest-cov", "pytest-pep8")
