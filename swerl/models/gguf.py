@@ -161,6 +161,10 @@ def _load_from_gguf(path: Path) -> tuple[Any, Any]:
                 f"{path}: transformers cannot dequantize this GGUF file's architecture ({err})"
             ) from None
         raise
+    # The GGUF tokenizer knows no length limit (model_max_length 1e30); the model's context is the limit.
+    context = getattr(model.config, "max_position_embeddings", None)
+    if context and tokenizer.model_max_length > context:
+        tokenizer.model_max_length = context
     if getattr(model.config, "quantization_config", None) is not None:
         del model.config.quantization_config
     model.hf_quantizer = None
