@@ -9,10 +9,11 @@ Two subcommands around the documented training commands (docs/training.md#a-real
     python bench/smollm2_learning.py report runs/smollm2 [--images docs/images]
 
 `data` mines each clone (`swerl data mine --local`, one modified file, no extra context files, prompts of
-at most --max-prompt-tokens in the compact style), holds out each repository's newest rows (`swerl data
+at most --mine-prompt-tokens in the compact style), holds out each repository's newest rows (`swerl data
 split --by time`), and keeps the short-context rows: a prompt of at most --max-prompt-tokens chat tokens
-and a canonical answer (what SFT trains on) of at most --max-answer-tokens. A 135 M model on two CPU cores
-can afford a few hundred tokens per answer; longer rows would mostly teach it to stop in the middle.
+and a canonical answer (what SFT trains on) of at most --max-answer-tokens. Every token of a prompt is
+paid in each SFT step, each GRPO sample and each evaluation, and a 135 M model on two CPU cores affords
+a few hundred; rows whose answers are longer would mostly teach it to stop in the middle.
 
 `report` reads the held-out answers the trainers wrote (`eval_before.jsonl` / `eval_after.jsonl` of the
 SFT run: the base model and the SFT model; `eval_after.jsonl` of the GRPO run), and gives the malformed
@@ -78,7 +79,7 @@ def make_data(args: argparse.Namespace) -> None:
         swerl(
             "data", "mine", "--local", clone, "--repo-name", name, "--out", str(mined),
             "--max-files", "1", "--max-extra-files", "0", "--prompt-style", "compact",
-            "--max-prompt-tokens", str(args.max_prompt_tokens), "--tokenizer", args.model,
+            "--max-prompt-tokens", str(args.mine_prompt_tokens), "--tokenizer", args.model,
             "--workers", "1", "--quiet",
         )  # fmt: skip
         swerl("data", "split", str(mined), "--by", "time", "--eval-fraction", str(args.eval_fraction),
@@ -166,9 +167,10 @@ def main() -> None:
     data.add_argument("--model", required=True, help="the model folder (its tokenizer counts tokens)")
     data.add_argument("--out", type=Path, required=True)
     data.add_argument("--repo", action="append", required=True, metavar="CLONE=OWNER/NAME")
-    data.add_argument("--max-prompt-tokens", type=int, default=1024)
-    data.add_argument("--max-answer-tokens", type=int, default=200)
-    data.add_argument("--eval-fraction", type=float, default=0.25)
+    data.add_argument("--mine-prompt-tokens", type=int, default=1024, help="mining's prompt budget")
+    data.add_argument("--max-prompt-tokens", type=int, default=640, help="rows kept: prompt at most")
+    data.add_argument("--max-answer-tokens", type=int, default=192, help="and canonical answer at most")
+    data.add_argument("--eval-fraction", type=float, default=0.35)
     rep = commands.add_parser("report", help="held-out table and plot of the three stages")
     rep.add_argument("run", type=Path, help="the folder holding sft/ and grpo/")
     rep.add_argument("--images", type=Path, default=None, help="where the PNG goes (default RUN)")
