@@ -52,6 +52,12 @@ def test_train_sft_then_grpo_then_plot(tmp_path: Path) -> None:
     args = parse(["train", "sft", "--config", str(sft_cfg), "--quiet"])
     assert args.run(args) == 0
     assert (tmp_path / "sft" / "final" / "config.json").exists()
+    # The held-out answers of the start model and of the trained one, one row per held-out row: what
+    # per-row statistics (bootstrap intervals) are computed from.
+    for name in ("eval_before.jsonl", "eval_after.jsonl"):
+        samples = [json.loads(line) for line in (tmp_path / "sft" / name).read_text().splitlines()]
+        assert [s["instance_id"] for s in samples] == ["r0", "r1", "r2", "r3"]
+        assert {"reward", "error", "text"} <= set(samples[0])
 
     grpo_cfg = tmp_path / "grpo.yaml"
     grpo_cfg.write_text(
@@ -85,6 +91,9 @@ def test_train_sft_then_grpo_then_plot(tmp_path: Path) -> None:
         json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()
     ]
     assert [r["step"] for r in rows_logged] == [1, 2]
+    assert (tmp_path / "grpo" / "eval_before.jsonl").read_text() == (
+        tmp_path / "sft" / "eval_after.jsonl"
+    ).read_text()  # the same weights, greedy: GRPO's start is SFT's end
     assert rows_logged[0]["malformed_rate"] == 1.0  # an untrained tiny model writes no valid answer
     assert (tmp_path / "grpo" / "checkpoint-1" / "trainer_state.json").exists()
     assert yaml.safe_load((tmp_path / "grpo" / "config.yaml").read_text())["max_steps"] == 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -25,8 +26,18 @@ from swerl.errors import UserError
 # Subcommand -> (trainer module under swerl.trainers, its config class, what its run directory holds,
 # a --set example that the config class has).
 _TRAINERS = {
-    "grpo": ("grpo", "GRPOConfig", "metrics.jsonl, final/", "--set max_steps=10 --set beta=0.04"),
-    "sft": ("sft", "SFTConfig", "metrics.jsonl, final/", "--set max_steps=10 --set learning_rate=2e-5"),
+    "grpo": (
+        "grpo",
+        "GRPOConfig",
+        "metrics.jsonl, eval_*.jsonl, final/",
+        "--set max_steps=10 --set beta=0.04",
+    ),
+    "sft": (
+        "sft",
+        "SFTConfig",
+        "metrics.jsonl, eval_*.jsonl, final/",
+        "--set max_steps=10 --set learning_rate=2e-5",
+    ),
     "rlef": ("rlef", "RLEFConfig", "metrics.jsonl, eval.json, final/", "--set max_steps=10 --set beta=0.1"),
 }
 # Trainers whose train_file holds the data pipeline's rows (RLEF reads code_contests problems).
@@ -190,6 +201,14 @@ def _hint(config_path: Path) -> str:
     return ""
 
 
+def _write_samples(path: Path, samples: list[dict[str, Any]]) -> None:
+    """One held-out answer per line (instance, reward, error kind, text): what per-row statistics such
+    as bootstrap intervals are computed from; the summary line alone cannot give them."""
+    with path.open("w", encoding="utf-8") as f:
+        for sample in samples:
+            f.write(json.dumps(sample) + "\n")
+
+
 def _run(args: argparse.Namespace) -> int:
     """Load the subcommand's config, run its trainer, report the held-out evaluations on rank 0."""
     if args.fields:
@@ -208,9 +227,11 @@ def _run(args: argparse.Namespace) -> int:
 
     shutdown_distributed()
     if int(os.environ.get("RANK", "0")) == 0:
+        out = config.output_dir
         for key in ("eval_before", "eval_after"):
             if key in result:
                 print(f"{key.replace('_', ' ')}: {result[key].summary()}", file=sys.stderr)
-        out = config.output_dir
+                if args.command in _ROW_FILE_TRAINERS:  # RLEF writes its own eval.json
+                    _write_samples(Path(out) / f"{key}.jsonl", result[key].samples)
         print(f"run directory: {out} ({_TRAINERS[args.command][2]}; plot with `swerl plot {out}`)")
     return 0

@@ -201,17 +201,22 @@ class SFTTrainer(TrainLoop):
 
 
 def run(config: SFTConfig, progress: bool = True) -> dict[str, Any]:
-    """Everything `swerl train sft` does: load model and rows, train, report held-out malformed rate."""
+    """Everything `swerl train sft` does: load model and rows, evaluate, train, evaluate.
+
+    The held-out evaluation before training (skipped on resume, as GRPO's) is the start model's figure,
+    so one run gives the before/after comparison of the same greedy decoding and reward."""
     from swerl.trainers.data import train_and_eval_examples
 
     examples, _, eval_examples = train_and_eval_examples(
         config, load_run_tokenizer(config), config.max_seq_length, "max_seq_length"
     )
-    _, model, tokenizer = load_run(config)
+    ckpt, model, tokenizer = load_run(config)
     trainer = SFTTrainer(config, model, tokenizer, examples, eval_examples=eval_examples, progress=progress)
     if trainer.dist.is_main:
         write_config(config)
     out: dict[str, Any] = {"train_examples": len(trainer.examples), "skipped": trainer.skipped}
+    if eval_examples and ckpt is None:
+        out["eval_before"] = trainer.evaluate()
     out["history"] = trainer.train()
     if eval_examples:
         out["eval_after"] = trainer.evaluate()
