@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,7 +176,9 @@ def write_family(out: Path, train_per_k: int = 4, test_per_k: int = 9, seed: int
     train = draw_tasks(train_per_k, rng)
     test = draw_tasks(test_per_k, rng, start=len(train))
     clones = out / "clones"
-    base = write_repository(clones / REPO.replace("/", "__"), [*train, *test])
+    repo = clones / REPO.replace("/", "__")
+    shutil.rmtree(repo, ignore_errors=True)  # rewritten whole: the same seed gives the same shas again
+    base = write_repository(repo, [*train, *test])
     paths = {"clones": clones}
     for split, tasks in (("train", train), ("test", test)):
         paths[split] = out / f"{split}.jsonl"
