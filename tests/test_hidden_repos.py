@@ -42,6 +42,8 @@ def test_family_rows_hide_the_constant_and_grade_it_on_other_inputs(tmp_path: Pa
     for row in train + test:
         assert row["problem_statement"] == ISSUE
         assert row["code_context"] == [{"path": MODULE_PATH, "content": BASE_FILES[MODULE_PATH]}]
+        assert row["prompt"] == test[0]["prompt"] and ISSUE in row["prompt"][-1]["content"]
+        assert json.loads(row["PUBLIC_TESTS"]) == [PUBLIC_TEST]  # the test that shows k, alone in its file
     # Each task's fix lies in the repository's history, as a mined repository keeps it.
     repo = paths["clones"] / "swerl-demo__meter"
     assert len(git(repo, "branch", "--list", "fix-*").split()) == 16

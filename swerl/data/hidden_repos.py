@@ -14,9 +14,10 @@ issue and the code are the same for all tasks), and the environment is built onc
 tests lie on a branch of their own, as a mined repository keeps its fixes in its history.
 
 Rows are in SWE-bench's schema, as `swerl data validate` writes them (FAIL_TO_PASS: the public test
-first, then the private ones; PASS_TO_PASS: a test that holds before and after), with the mined row's
-`code_context` beside them. The public test is alone in its file (`tests/test_calibration.py`), so
-running it never runs a private test.
+first, then the private ones; PASS_TO_PASS: a test that holds before and after), with a mined row's
+`code_context` and `prompt` (the compact SWE-RL prompt: a tiny model's context stays short) and a
+`PUBLIC_TESTS` column naming the one public FAIL_TO_PASS test. That test is alone in its file
+(`tests/test_calibration.py`), so running it never runs a private test.
 
     python -m swerl.data.hidden_repos OUT [--train-per-k 4] [--test-per-k 9] [--seed 0]
 
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swerl.edit_format import build_git_patch
+from swerl.edit_format import build_git_patch, build_messages
 from swerl.execution.instances import Instance, instance_to_row
 from swerl.synth_repo import FastImport
 
@@ -46,6 +47,8 @@ PRIVATE_TEST_FILE = "tests/test_readings.py"
 PUBLIC_TEST = f"{PUBLIC_TEST_FILE}::test_zero_reading"
 PRIVATE_TESTS = (f"{PRIVATE_TEST_FILE}::test_reading", f"{PRIVATE_TEST_FILE}::test_negative_reading")
 PASSING_TEST = "tests/test_meter.py::test_raw_reading_is_kept"
+PUBLIC_TESTS_COLUMN = "PUBLIC_TESTS"
+"""The row's own choice of public FAIL_TO_PASS tests (the RLEF repository task reads it)."""
 
 MODULE = '''\
 """Readings of the plant's flow meter."""
@@ -166,8 +169,13 @@ def task_row(task: HiddenTask, base_commit: str) -> dict[str, Any]:
         version="0.1",
         environment_setup_commit=base_commit,
     )
-    context = [{"path": MODULE_PATH, "content": BASE_FILES[MODULE_PATH]}]
-    return {**instance_to_row(instance), "code_context": context}
+    context = {MODULE_PATH: BASE_FILES[MODULE_PATH]}
+    return {
+        **instance_to_row(instance),
+        PUBLIC_TESTS_COLUMN: json.dumps([PUBLIC_TEST]),
+        "code_context": [{"path": path, "content": text} for path, text in context.items()],
+        "prompt": build_messages(ISSUE, context, style="compact"),
+    }
 
 
 def write_family(out: Path, train_per_k: int = 4, test_per_k: int = 9, seed: int = 0) -> dict[str, Path]:
