@@ -125,12 +125,12 @@ def test_a_syntax_error_is_reported_as_the_interpreter_reports_it(tokenizer: obj
         policy, ChatRenderer(tokenizer), [echo("BBR")], EpisodeConfig(), sandbox_judge(workers=2)
     )
     first = episode.turns[0]
-    assert first.code is None and first.syntax_error is not None
+    assert first.code is None and first.answer_error is not None
     assert "No Python code" not in first.feedback
     # Run the broken program itself in the sandbox: its stderr is the interpreter's own report.
     source = BROKEN.split("\n", 1)[1].rsplit("```", 1)[0]
     (ran,) = sandbox_judge(workers=1)([Job(source, (TestCase("1\n", "1\n"),))])
-    assert ran[0].stderr_tail.rstrip() == first.syntax_error
+    assert ran[0].stderr_tail.rstrip() == first.answer_error
     assert 'File "/sandbox/main.py", line 2' in first.feedback
     assert "SyntaxError: '(' was never closed" in first.feedback
     # Turn rewards: -0.2 for the intermediate unparsable answer, 0 for the next, +1 for the final fix.

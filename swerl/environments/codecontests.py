@@ -1,67 +1,102 @@
-"""RLEF episodes as token-in/token-out dialogs: answer, execution feedback, answer again.
+"""RLEF tasks of programming problems: a program answers, the sandbox runs it on stdin/stdout tests.
 
-An episode (RLEF, Gehring et al. 2025): the problem statement is the first user turn; the model answers;
-if the answer fails a public test and fewer than `max_turns` answers were given, the execution feedback
-becomes the next user turn and the model answers again. The episode ends when the public tests pass or
-after `max_turns` answers; the final answer is then run on the private tests, which the model never sees.
+`ContestTask` wraps a CodeContests-shaped `Problem`, `HumanEvalTask` a HumanEval problem; both are
+`swerl.environments.dialog.Task`s, so the shared episode loop, trainer and evaluation run them. The
+answer is the last fenced Python block; the feedback is the sandbox's report on the first failed public
+test (input, expected and actual output, or the traceback's end). Also here: the SFT warm-up's
+second-turn dialogs built from corrupted reference solutions.
 
-Why token-level bookkeeping: the trainer must score exactly the tokens the sampler produced. So the dialog
-is kept as token ids and only ever *extended*: the context of turn t+1 is the context of turn t, plus the
-sampled answer ids (stop token included), plus the ids of the feedback turn. The feedback ids are the
-chat template's own rendering of "end of the assistant turn, user turn with the feedback, start of the next
-assistant turn" (`ChatRenderer.feedback_ids`), tokenized on their own, so earlier turns are never
-re-tokenized (a BPE merge across the boundary cannot change them). Only answer tokens are trained on:
-`Episode.answer_mask` is 0 on the prompt and on every feedback token.
-
-Tasks are anything with a statement and two jobs for the sandbox (public and private tests):
-`ContestTask` wraps a CodeContests-shaped `Problem`, `HumanEvalTask` a HumanEval problem.
+The episode loop and its records used to live here and are still importable from this module.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from swerl.codecontests.checker import outputs_match
-from swerl.codecontests.extract import Extracted, extract_answer
+from swerl.codecontests.extract import extract_answer
 from swerl.codecontests.feedback import render_feedback, render_syntax_error
 from swerl.codecontests.humaneval import HumanEvalProblem
 from swerl.codecontests.humaneval import job as humaneval_job
 from swerl.codecontests.problems import Problem
-from swerl.rollout.base import SamplingParams
+from swerl.environments.dialog import (
+    FEEDBACK_MODES,
+    RENDER_SENTINEL,
+    Answer,
+    ChatRenderer,
+    DialogEval,
+    Episode,
+    EpisodeConfig,
+    Judge,
+    Outcome,
+    Task,
+    TurnRecord,
+    evaluate_dialogs,
+    run_episodes,
+    task_reward,
+)
 from swerl.sandbox import Job, Limits, SandboxConfig, TestCase, TestResult, run_batch
 
-FEEDBACK_MODES = ("execution", "none", "random")
-"""execution: the real public-test feedback; none: one answer per episode (independent samples);
-random: feedback of the answer run on an *unrelated* problem's public tests (the paper's ablation)."""
+__all__ = [
+    "FEEDBACK_MODES",
+    "INSTRUCTIONS",
+    "RENDER_SENTINEL",
+    "ChatRenderer",
+    "ContestTask",
+    "DialogEval",
+    "Episode",
+    "EpisodeConfig",
+    "HumanEvalTask",
+    "Judge",
+    "ProgramTask",
+    "Task",
+    "TurnRecord",
+    "corrupted_solutions",
+    "docstring_examples",
+    "evaluate_dialogs",
+    "feedback_fix_dialogs",
+    "last_constants",
+    "run_episodes",
+    "sandbox_judge",
+    "task_reward",
+]
 
 INSTRUCTIONS = (
     "Write a Python 3 program that reads from standard input and writes to standard output. "
     "Answer with the complete program in one ```python code block."
 )
 
-RENDER_SENTINEL = "\u2063SWERL-ANSWER\u2063"
-
 
 # ----------------------------------------------------------------------------------------------- tasks
-class Task(Protocol):
-    """What an episode needs from a problem: the first user turn and the two sandbox jobs."""
+class ProgramTask:
+    """What the programming tasks share: the answer is the last fenced Python block, jobs are sandbox
+    `Job`s, the feedback is the sandbox's report on the first failed public test."""
 
-    name: str
+    def extract(self, text: str) -> Answer:
+        """The program; a block that does not parse is no program, with the interpreter's report."""
+        found = extract_answer(text)
+        return Answer(found.code, found.syntax_error)
 
-    def messages(self) -> list[dict[str, str]]: ...
+    def unrelated_job(self, code: str | None, other: Task) -> Job:
+        """The same program on the other problem's public tests (the paper's random feedback)."""
+        return other.public_job(code)
 
-    def public_job(self, code: str | None) -> Job: ...
-
-    def private_job(self, code: str | None) -> Job: ...
+    def outcome(self, answer: Answer, job: Job, result: Sequence[TestResult]) -> Outcome:
+        """Passed when there is a program and every test of the job passed; the feedback: the syntax
+        error of a program that does not parse, else the sandbox's report (for no program at all: its
+        "no code found")."""
+        if answer.code is not None and all(r.passed for r in result):
+            return Outcome(True)
+        if answer.error is not None:
+            return Outcome(False, render_syntax_error(answer.error))
+        return Outcome(False, render_feedback(job.tests, result) or "")
 
 
 @dataclass(frozen=True)
-class ContestTask:
+class ContestTask(ProgramTask):
     """A CodeContests-shaped problem: stdin/stdout tests, the problem's own time and memory limits."""
 
     problem: Problem
@@ -85,7 +120,7 @@ class ContestTask:
 
 
 @dataclass(frozen=True)
-class HumanEvalTask:
+class HumanEvalTask(ProgramTask):
     """A HumanEval problem; the answer is the whole function.
 
     HumanEval has no public tests, so the examples in the docstring (`>>> f(x)` then the expected value)
@@ -134,10 +169,6 @@ def docstring_examples(problem: HumanEvalProblem) -> list[tuple[str, str]]:
 
 
 # ------------------------------------------------------------------------------------------- judging
-Judge = Callable[[Sequence[Job]], list[list[TestResult]]]
-"""judge(jobs) -> results[i][j] for job i on its test j (the sandbox, or a fake in tests)."""
-
-
 def sandbox_judge(config: SandboxConfig | None = None, workers: int | None = None) -> Judge:
     """The real judge: the sandbox pool with the CodeContests output checker."""
 
@@ -145,272 +176,6 @@ def sandbox_judge(config: SandboxConfig | None = None, workers: int | None = Non
         return run_batch(jobs, checker=outputs_match, config=config, workers=workers)
 
     return judge
-
-
-# --------------------------------------------------------------------------------------------- tokens
-class ChatRenderer:
-    """Token ids of the first prompt and of each feedback turn, through the tokenizer's chat template."""
-
-    def __init__(self, tokenizer: Any, system_prompt: str | None = None) -> None:
-        self.tokenizer = tokenizer
-        self.system = [{"role": "system", "content": system_prompt}] if system_prompt else []
-
-    def _ids(self, text: str) -> list[int]:
-        # The template's text already holds any BOS it wants; the tokenizer must not add another.
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def prompt_ids(self, task: Task) -> list[int]:
-        text = self.tokenizer.apply_chat_template(
-            [*self.system, *task.messages()], tokenize=False, add_generation_prompt=True
-        )
-        return self._ids(text)
-
-    def feedback_ids(self, feedback: str, answer_ids: Sequence[int], stopped: bool) -> list[int]:
-        """The ids that follow a sampled answer: end of its turn, the feedback turn, the next turn's start.
-
-        The template renders a dialog with a sentinel as the assistant's content; everything after the
-        sentinel is what the template puts between an answer and the next answer. When the answer ended
-        with its stop token (sampled, already in the dialog), the template's copy of it is dropped.
-        """
-        messages = [
-            *self.system,
-            {"role": "user", "content": "problem"},
-            {"role": "assistant", "content": RENDER_SENTINEL},
-            {"role": "user", "content": feedback},
-        ]
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        suffix = text[text.index(RENDER_SENTINEL) + len(RENDER_SENTINEL) :]
-        if stopped and answer_ids:
-            stop_text = self.tokenizer.decode([answer_ids[-1]])
-            if stop_text and suffix.startswith(stop_text):
-                suffix = suffix[len(stop_text) :]
-        return self._ids(suffix)
-
-
-# ------------------------------------------------------------------------------------------- episodes
-@dataclass
-class TurnRecord:
-    """One answer of an episode, with what the sandbox said about it."""
-
-    context_len: int
-    """Dialog tokens before this answer: the state the turn-level value function scores."""
-    answer_ids: list[int]
-    logprobs: list[float]
-    text: str
-    code: str | None
-    public_passed: bool
-    syntax_error: str | None = None
-    """The interpreter's report when the answer's program does not parse (then `code` is None)."""
-    finish_reason: str = "stop"
-    private_passed: bool | None = None
-    """All public + private tests passed; judged for the final answer (for every answer in evaluation)."""
-    feedback: str | None = None
-    feedback_ids: list[int] = field(default_factory=list)
-    reward: float = 0.0
-    """The task reward r_t (before the KL penalty)."""
-
-
-@dataclass
-class Episode:
-    task: Task
-    prompt_ids: list[int]
-    turns: list[TurnRecord] = field(default_factory=list)
-
-    @property
-    def tokens(self) -> list[int]:
-        """The whole dialog: prompt, then each answer followed by its feedback turn (if any)."""
-        out = list(self.prompt_ids)
-        for turn in self.turns:
-            out += turn.answer_ids + turn.feedback_ids
-        return out
-
-    @property
-    def answer_mask(self) -> list[int]:
-        """1 on answer tokens (trained on), 0 on the prompt and on feedback tokens; aligned with tokens."""
-        out = [0] * len(self.prompt_ids)
-        for turn in self.turns:
-            out += [1] * len(turn.answer_ids) + [0] * len(turn.feedback_ids)
-        return out
-
-    @property
-    def turn_of_token(self) -> list[int]:
-        """The answer index each token belongs to, -1 for prompt and feedback tokens."""
-        out = [-1] * len(self.prompt_ids)
-        for t, turn in enumerate(self.turns):
-            out += [t] * len(turn.answer_ids) + [-1] * len(turn.feedback_ids)
-        return out
-
-    @property
-    def solved(self) -> bool:
-        return bool(self.turns and self.turns[-1].private_passed)
-
-    @property
-    def rewards(self) -> list[float]:
-        return [turn.reward for turn in self.turns]
-
-
-@dataclass(frozen=True)
-class EpisodeConfig:
-    """How episodes are sampled and rewarded (the RLEF paper's values as defaults)."""
-
-    max_turns: int = 3
-    max_new_tokens: int = 512
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_context_length: int = 8192
-    """An episode ends early when the next turn's context would not leave room for an answer."""
-    feedback: str = "execution"
-    judge_all_turns: bool = False
-    """Run the private tests on every answer, not only the final one (n@k needs that)."""
-    solved_reward: float = 1.0
-    failed_reward: float = -1.0
-    invalid_code_reward: float = -0.2
-    """For an *intermediate* answer without valid code; a final one fails (failed_reward)."""
-    seed: int | None = None
-
-
-def task_reward(turn: TurnRecord, final: bool, config: EpisodeConfig) -> float:
-    """r_t: the final answer +1 if it passes all tests, -1 otherwise (no valid code included); an earlier
-    answer -0.2 without valid code, else 0.
-
-    Why a final answer without code gets -1 and not -0.2: it fails every test, like any wrong program.
-    With -0.2 it would pay to write nothing whenever the chance of solving is low (docs/rlef.md, "Rewards",
-    works the numbers); with -1 no policy that withholds code, on any turns, scores better than trying.
-    """
-    if final:
-        passed = turn.code is not None and turn.private_passed
-        return config.solved_reward if passed else config.failed_reward
-    return config.invalid_code_reward if turn.code is None else 0.0
-
-
-def no_code_feedback(turn: TurnRecord, tests: Sequence[TestCase], results: Sequence[TestResult]) -> str:
-    """The feedback on an answer with no runnable program: the syntax error if it has one, else the
-    sandbox's "no code found" message."""
-    if turn.syntax_error is not None:
-        return render_syntax_error(turn.syntax_error)
-    return render_feedback(tests, results) or ""
-
-
-def run_episodes(
-    engine: Any,
-    renderer: ChatRenderer,
-    tasks: Sequence[Task],
-    config: EpisodeConfig,
-    judge: Judge,
-    *,
-    rng: random.Random | None = None,
-    unrelated: Sequence[Task] | None = None,
-) -> list[Episode]:
-    """One episode per task (repeat a task for several), all turns batched through the engine and sandbox.
-
-    `unrelated`: the problems random feedback is drawn from (default: `tasks`). Pass the whole set when
-    `tasks` is a slice of it: a slice of a sorted set holds look-alikes (the same hidden constant), and
-    their "unrelated" feedback would carry the answer.
-    """
-    if config.feedback not in FEEDBACK_MODES:
-        raise ValueError(f"feedback must be one of {FEEDBACK_MODES}, got {config.feedback!r}")
-    rng = rng or random.Random(config.seed)
-    max_turns = 1 if config.feedback == "none" else config.max_turns
-    episodes = [Episode(task, renderer.prompt_ids(task)) for task in tasks]
-    contexts = [list(ep.prompt_ids) for ep in episodes]
-    active = list(range(len(episodes)))
-    for t in range(max_turns):
-        if not active:
-            break
-        params = SamplingParams.from_known(
-            n=1,
-            max_new_tokens=config.max_new_tokens,
-            temperature=config.temperature,
-            top_p=config.top_p,
-            seed=None if config.seed is None else config.seed + t,
-        )
-        completions = [group[0] for group in engine.generate([contexts[i] for i in active], params)]
-        answers: list[Extracted] = [extract_answer(c.text) for c in completions]
-        jobs = [episodes[i].task.public_job(a.code) for i, a in zip(active, answers, strict=True)]
-        results = judge(jobs)
-        continuing = []
-        for i, comp, answer, job, res in zip(active, completions, answers, jobs, results, strict=True):
-            turn = TurnRecord(
-                context_len=len(contexts[i]),
-                answer_ids=list(comp.token_ids),
-                logprobs=list(comp.logprobs),
-                text=comp.text,
-                code=answer.code,
-                public_passed=answer.code is not None and all(r.passed for r in res),
-                syntax_error=answer.syntax_error,
-                finish_reason=comp.finish_reason,
-            )
-            episodes[i].turns.append(turn)
-            if turn.public_passed or t + 1 == max_turns:
-                continue
-            if turn.code is None:
-                turn.feedback = no_code_feedback(turn, job.tests, res)
-            else:
-                turn.feedback = render_feedback(job.tests, res) or ""
-            turn.feedback_ids = renderer.feedback_ids(
-                turn.feedback, turn.answer_ids, comp.finish_reason == "stop"
-            )
-            grown = contexts[i] + turn.answer_ids + turn.feedback_ids
-            if len(grown) + config.max_new_tokens > config.max_context_length:
-                turn.feedback, turn.feedback_ids = None, []  # no room for another answer: the episode ends
-                continue
-            contexts[i] = grown
-            continuing.append(i)
-        if config.feedback == "random" and continuing:
-            pool = tasks if unrelated is None else unrelated
-            _randomize_feedback([episodes[i] for i in continuing], pool, renderer, judge, rng)
-            for i in continuing:
-                turn = episodes[i].turns[-1]
-                contexts[i] = contexts[i][: turn.context_len] + turn.answer_ids + turn.feedback_ids
-        active = continuing
-    _judge_private(episodes, judge, config.judge_all_turns)
-    for ep in episodes:
-        for t, turn in enumerate(ep.turns):
-            turn.reward = task_reward(turn, t == len(ep.turns) - 1, config)
-    return episodes
-
-
-def _randomize_feedback(
-    episodes: Sequence[Episode],
-    tasks: Sequence[Task],
-    renderer: ChatRenderer,
-    judge: Judge,
-    rng: random.Random,
-) -> None:
-    """Replace each last turn's feedback by that of its code on an unrelated problem's public tests."""
-    jobs = []
-    for ep in episodes:
-        others = [task for task in tasks if task.name != ep.task.name] or [ep.task]
-        jobs.append(rng.choice(others).public_job(ep.turns[-1].code))
-    for ep, job, res in zip(episodes, jobs, judge(jobs), strict=True):
-        turn = ep.turns[-1]
-        # Passing the unrelated tests still has to read as a failure: the episode continues regardless.
-        # A program that does not parse gets its true report: it is the same on any problem.
-        if turn.code is None:
-            turn.feedback = no_code_feedback(turn, job.tests, res)
-        else:
-            turn.feedback = (
-                render_feedback(job.tests, res) or "Your code failed the public tests. Fix the program."
-            )
-        turn.feedback_ids = renderer.feedback_ids(
-            turn.feedback, turn.answer_ids, turn.finish_reason == "stop"
-        )
-
-
-def _judge_private(episodes: Sequence[Episode], judge: Judge, all_turns: bool) -> None:
-    """Private (+ public) tests on final answers, or on every answer; answers without code fail unrun."""
-    todo = [
-        (ep, turn)
-        for ep in episodes
-        for t, turn in enumerate(ep.turns)
-        if all_turns or t == len(ep.turns) - 1
-    ]
-    runnable = [(ep, turn) for ep, turn in todo if turn.code is not None and turn.public_passed]
-    results = judge([ep.task.private_job(turn.code) for ep, turn in runnable]) if runnable else []
-    for _, turn in todo:
-        turn.private_passed = False
-    for (_, turn), res in zip(runnable, results, strict=True):
-        turn.private_passed = all(r.passed for r in res)
 
 
 # ------------------------------------------------------------------------------------ SFT warm-up
@@ -489,104 +254,3 @@ def feedback_fix_dialogs(
         fixed = feedback_rate >= 1.0 or rng.random() < feedback_rate  # at 1, no draw: earlier runs replay
         out.append((context, answer_ids(task, solution) if fixed else wrong_ids))
     return out
-
-
-# ----------------------------------------------------------------------------------------- evaluation
-@dataclass
-class DialogEval:
-    """n@k solve rates with CIs, and how often feedback turns fixed a wrong first answer."""
-
-    rates: list[Any]
-    """`swerl.evaluation.nak.SolveRate`, one per requested (n, k)."""
-    episodes: int
-    first_wrong: int
-    """Dialogs whose first answer failed the held-out tests."""
-    fixed_at_turn: dict[int, int]
-    """turn number (2, 3, ...) -> dialogs whose first correct answer came at that turn (of first_wrong)."""
-    solved_first_turn: int
-
-    def fixed_share(self, turn: int) -> float:
-        return self.fixed_at_turn.get(turn, 0) / max(1, self.first_wrong)
-
-    def summary(self) -> str:
-        rates = ", ".join(str(r) for r in self.rates)
-        fixes = ", ".join(
-            f"turn {t}: {self.fixed_at_turn[t]}/{self.first_wrong} ({100 * self.fixed_share(t):.1f}%)"
-            for t in sorted(self.fixed_at_turn)
-        )
-        wrong = f"first answer wrong in {self.first_wrong}/{self.episodes} dialogs"
-        return f"{rates}; {wrong}, fixed at {fixes or '-'}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "rates": [dataclasses.asdict(r) for r in self.rates],
-            "episodes": self.episodes,
-            "first_wrong": self.first_wrong,
-            "fixed_at_turn": {str(t): n for t, n in self.fixed_at_turn.items()},
-            "fixed_share": {str(t): self.fixed_share(t) for t in self.fixed_at_turn},
-            "solved_first_turn": self.solved_first_turn,
-        }
-
-
-def evaluate_dialogs(
-    engine: Any,
-    renderer: ChatRenderer,
-    tasks: Sequence[Task],
-    config: EpisodeConfig,
-    judge: Judge,
-    *,
-    samples: int,
-    nk: Sequence[tuple[int, int]] = ((1, 3), (10, 100)),
-    batch_problems: int = 16,
-    seed: int = 0,
-    progress: bool = False,
-) -> DialogEval:
-    """`samples` dialogs per task, every answer judged on the held-out tests, then n@k (nak.py).
-
-    Each answer counts against the budget k, so with feedback a 3-turn dialog costs 3 and `--no-feedback`
-    (max_turns 1) draws 3 independent answers for the same budget, the paper's comparison.
-    """
-    from swerl.evaluation.nak import Turn, solve_rate
-
-    config = dataclasses.replace(config, judge_all_turns=True)
-    rng = random.Random(seed)
-    dialogs: list[list[list[Turn]]] = []
-    first_wrong, solved_first = 0, 0
-    fixed: dict[int, int] = {}
-    max_turns = 1 if config.feedback == "none" else config.max_turns
-    for t in range(2, max_turns + 1):
-        fixed[t] = 0
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(tasks), desc="eval", unit="problem", disable=not progress, dynamic_ncols=True)
-    for lo in range(0, len(tasks), batch_problems):
-        chunk = list(tasks[lo : lo + batch_problems])
-        repeated = [t for t in chunk for _ in range(samples)]
-        # Random feedback comes from any other problem of the set, not only of this chunk.
-        episodes = run_episodes(engine, renderer, repeated, config, judge, rng=rng, unrelated=tasks)
-        for p in range(len(chunk)):
-            problem_dialogs = []
-            for ep in episodes[p * samples : (p + 1) * samples]:
-                turns = [
-                    Turn(public=turn.public_passed, private=bool(turn.private_passed)) for turn in ep.turns
-                ]
-                problem_dialogs.append(turns)
-                if turns[0].private:
-                    solved_first += 1
-                    continue
-                first_wrong += 1
-                for t, turn in enumerate(turns[1:], start=2):
-                    if turn.private:
-                        fixed[t] += 1
-                        break
-            dialogs.append(problem_dialogs)
-        bar.update(len(chunk))
-    bar.close()
-    rates = [solve_rate(dialogs, n, k, seed=seed) for n, k in nk]
-    return DialogEval(
-        rates=rates,
-        episodes=len(tasks) * samples,
-        first_wrong=first_wrong,
-        fixed_at_turn=fixed,
-        solved_first_turn=solved_first,
-    )

@@ -129,6 +129,11 @@ class ExecutionResult:
     """(passed, listed) FAIL_TO_PASS tests."""
     dropped: list[str] = field(default_factory=list)
     attempts: int = 0
+    log: str = field(default="", repr=False)
+    """The evaluation's log (the harness's layout: apply commands, the test output); empty when no
+    test ran. RLEF's repository feedback is read from it."""
+    statuses: dict[str, str] = field(default_factory=dict, repr=False)
+    """Per-test statuses as the harness's log parser read them (test id -> PASSED, FAILED, ...)."""
 
     def info(self) -> dict[str, Any]:
         """JSON-ready description, written to `reward_info` by `swerl reward score`."""
@@ -231,6 +236,9 @@ class ExecutionReward:
     retries: int = 1
     log_dir: Path | None = None
     engine: Engine = "threads"
+    run_empty: bool = False
+    """Also run the tests of an empty patch (the base tree with the test patch) instead of scoring it
+    unresolved unrun: for RLEF's feedback on an answer that changes nothing, which must say what failed."""
     _counter: _Counter = field(default_factory=_Counter, repr=False)
     _known: dict[tuple[str, str], tuple[str, str] | None] = field(default_factory=dict, repr=False)
 
@@ -276,7 +284,7 @@ class ExecutionReward:
         return result
 
     def _judge(self, instance: Instance, patch: str) -> ExecutionResult:
-        if not patch.strip():
+        if not patch.strip() and not self.run_empty:
             listed = len(instance.fail_to_pass)
             return ExecutionResult(0.0, "unresolved", "empty_patch", fail_to_pass=(0, listed))
         with tempfile.TemporaryDirectory(prefix="swerl-exec-") as tmp:
@@ -292,7 +300,9 @@ class ExecutionReward:
                 if self.log_dir is not None:
                     (folder / "run_instance.log").write_text(traceback.format_exc(), encoding="utf-8")
                 return ExecutionResult(None, "infra_error", "harness_raised", said)
-        return self._verdict(instance, run.log, run.report)
+        result = self._verdict(instance, run.log, run.report)
+        result.log, result.statuses = run.log, dict(run.statuses)
+        return result
 
     def _verdict(self, instance: Instance, log: str, report: Mapping[str, Any]) -> ExecutionResult:
         api = harness_api()
@@ -324,37 +334,49 @@ class ExecutionReward:
     def score_group(self, instance: Instance, patches: Sequence[str | FormatError]) -> list[ExecutionResult]:
         """Verdicts of a group's patches (a FormatError: a malformed answer, -1); identical normalized
         patches run once, the distinct ones at most `workers` at a time."""
+        return self.score_pairs([(instance, patch) for patch in patches])
+
+    def score_pairs(self, pairs: Sequence[tuple[Instance, str | FormatError]]) -> list[ExecutionResult]:
+        """`score_group` over answers to several instances at once (RLEF's turn: one answer per episode,
+        episodes of many rows): the same patch for the same instance runs once, every distinct
+        (instance, patch) at most `workers` at a time, or as Ray tasks."""
         # A patch that does not parse is judged alone: it may share its normalized text with one that
         # does (a last context line of blanks cut off), and must not take that one's verdict or give it -1.
-        broken = {i: r for i, p in enumerate(patches) if isinstance(p, str) and (r := _not_a_diff(p))}
-        texts = [p for i, p in enumerate(patches) if isinstance(p, str) and i not in broken]
-        distinct = list(dict.fromkeys(map(normalized_patch, texts)))
-        first = {normalized_patch(p): p for p in reversed(texts)}
-        jobs = [first[k] for k in distinct]
+        broken = {i: r for i, (_, p) in enumerate(pairs) if isinstance(p, str) and (r := _not_a_diff(p))}
+        # The same row graded on other tests (RLEF's public and private views) is another job.
+        keys = {
+            i: (_graded_by(instance), normalized_patch(p))
+            for i, (instance, p) in enumerate(pairs)
+            if isinstance(p, str) and i not in broken
+        }
+        first: dict[tuple[tuple[Any, ...], str], tuple[Instance, str]] = {}
+        for i, key in keys.items():
+            first.setdefault(key, (pairs[i][0], str(pairs[i][1])))
+        jobs = list(first.values())
         if self.engine == "ray":
-            judged = self._on_ray(instance, jobs)
+            judged = self._on_ray(jobs)
         else:
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
-                judged = list(pool.map(lambda patch: self.score_patch(instance, patch), jobs))
-        verdicts = dict(zip(distinct, judged, strict=True))
+                judged = list(pool.map(lambda job: self.score_patch(*job), jobs))
+        verdicts = dict(zip(first, judged, strict=True))
         out = []
-        for i, patch in enumerate(patches):
+        for i, (_, patch) in enumerate(pairs):
             if i in broken:
                 out.append(broken[i])
             elif isinstance(patch, FormatError):
                 out.append(ExecutionResult(-1.0, "malformed", str(patch.kind.value), str(patch)))
             else:
-                out.append(_copy(verdicts[normalized_patch(patch)]))
+                out.append(_copy(verdicts[keys[i]]))
         return out
 
-    def _on_ray(self, instance: Instance, patches: Sequence[str]) -> list[ExecutionResult]:
-        """`score_patch` of each patch as a Ray task, all submitted at once; a task that Ray itself lost
-        (its worker or node died) is run again `retries` times, as any infrastructure failure is (rather
-        than Ray's default of 3), then is an infrastructure error, never a verdict."""
+    def _on_ray(self, jobs: Sequence[tuple[Instance, str]]) -> list[ExecutionResult]:
+        """`score_patch` of each (instance, patch) as a Ray task, all submitted at once; a task that Ray
+        itself lost (its worker or node died) is run again `retries` times, as any infrastructure failure
+        is (rather than Ray's default of 3), then is an infrastructure error, never a verdict."""
         ray, _ = connect(self.workers, "the ray execution engine")
         remote = _ray_task(ray).options(max_retries=max(0, self.retries))
-        options = (self.backend, self.shaping, self.retries, self.log_dir)
-        refs = [remote.remote(options, instance, patch, self._counter.next() - 1) for patch in patches]
+        options = (self.backend, self.shaping, self.retries, self.log_dir, self.run_empty)
+        refs = [remote.remote(options, instance, patch, self._counter.next() - 1) for instance, patch in jobs]
         results = []
         for ref in refs:
             try:
@@ -372,13 +394,28 @@ def _ray_task(ray: Any) -> Any:
 
 
 def _score_task(
-    options: tuple[LocalBackend, Shaping, int, Path | None], instance: Instance, patch: str, sequence: int
+    options: tuple[LocalBackend, Shaping, int, Path | None, bool],
+    instance: Instance,
+    patch: str,
+    sequence: int,
 ) -> ExecutionResult:
     """One patch's verdict on a Ray worker, by an `ExecutionReward` like the driver's (`sequence` numbers
     its log folder as the driver's counter would)."""
-    backend, shaping, retries, log_dir = options
-    reward = ExecutionReward(backend, shaping, retries=retries, log_dir=log_dir, _counter=_Counter(sequence))
+    backend, shaping, retries, log_dir, run_empty = options
+    reward = ExecutionReward(
+        backend,
+        shaping,
+        retries=retries,
+        log_dir=log_dir,
+        run_empty=run_empty,
+        _counter=_Counter(sequence),
+    )
     return reward.score_patch(instance, patch)
+
+
+def _graded_by(instance: Instance) -> tuple[Any, ...]:
+    """What a verdict depends on besides the patch: the row and the tests that grade it."""
+    return (instance.instance_id, instance.base_commit, instance.fail_to_pass, instance.pass_to_pass)
 
 
 def _copy(result: ExecutionResult) -> ExecutionResult:
