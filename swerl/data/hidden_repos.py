@@ -119,10 +119,11 @@ class HiddenTask:
 
 
 def draw_tasks(per_k: int, rng: random.Random, start: int = 0) -> list[HiddenTask]:
-    """`per_k` tasks for each constant, in order of k, with private readings drawn from `rng`."""
+    """`per_k` tasks for each constant, with private readings drawn from `rng`. The constants take turns
+    (2, 3, ..., 9, 2, 3, ...), so the first N rows (a config's `max_*_samples`) hold every constant."""
     tasks = []
-    for k in CONSTANTS:
-        for _ in range(per_k):
+    for _ in range(per_k):
+        for k in CONSTANTS:
             tasks.append(HiddenTask(start + len(tasks), k, rng.randint(3, 99), rng.randint(1, 60)))
     return tasks
 
