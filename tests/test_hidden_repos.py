@@ -70,3 +70,43 @@ def test_family_rows_hide_the_constant_and_grade_it_on_other_inputs(tmp_path: Pa
 
     gold = backend.run_tests(instance, every_test, [instance.patch], instance.test_patch)
     assert all(gold.passed(t) for t in every_test), gold.log
+
+
+def test_repository_warmup_shows_the_real_feedback_then_the_fix_or_the_guess(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from swerl.environments.repository import repository_judge, repository_tasks
+    from swerl.models.loading import load_model_and_tokenizer
+    from swerl.models.tiny import build_tiny_model
+    from swerl.reward.execution import ExecutionReward
+    from swerl.trainers.data import row_messages
+    from swerl.trainers.rlef import repository_warmup_pairs
+
+    paths = write_family(tmp_path / "family", train_per_k=1, test_per_k=0, seed=1)
+    rows = [json.loads(line) for line in paths["train"].read_text().splitlines()]
+    repos = RepoCache(tmp_path / "repos", mirror_dir=paths["clones"], offline=True)
+    backend = LocalBackend(repos, EnvManager(tmp_path / "envs"), isolation=ISOLATION, timeout_s=120)
+    reward = ExecutionReward(backend, workers=2)
+    tasks = repository_tasks(rows, reward, row_messages).tasks[:2]  # k = 2 and k = 3
+    assert [t.public_tests for t in tasks] == [(PUBLIC_TEST,)] * 2
+    _, tokenizer = load_model_and_tokenizer(str(build_tiny_model(tmp_path / "tiny")))
+    config = SimpleNamespace(
+        sft_fix_dialogs=True,
+        sft_fix_guessed_constants=1,
+        sft_fix_feedback_rate=0.5,
+        seed=0,
+        max_seq_length=4096,
+    )
+    pairs = repository_warmup_pairs(tokenizer, tasks, config, repository_judge(reward))
+    first, fixes = pairs[:2], pairs[2:]
+    assert tokenizer.decode(first[0][1]).count("OFFSET = 2") == 1  # the gold answer, k = 2
+    assert len(fixes) == 2  # one guessed constant each (the other task's), each really failing
+    for (context, target), k, guess in zip(fixes, (2, 3), (3, 2), strict=True):
+        shown = tokenizer.decode(context)
+        assert f"OFFSET = {guess}" in shown and f"assert {guess} == {k}" in shown  # the real pytest failure
+        assert "test_reading" not in shown and "test_negative_reading" not in shown  # never a private test
+        assert (
+            tokenizer.decode(target).count(f"OFFSET = {k}")
+            + tokenizer.decode(target).count(f"OFFSET = {guess}")
+            == 1
+        )  # the fix, or the guess again
