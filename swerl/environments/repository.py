@@ -234,9 +234,12 @@ def _failed(result: ExecutionResult, tests: Iterable[str]) -> list[str]:
 
 def _scrub(text: str, private: Sequence[str]) -> str:
     """`text` without any line that names a private test (its function name, parameters aside)."""
-    names = {t.split("::")[-1].split("[")[0] for t in private}
-    names.discard("")
-    return "\n".join(line for line in text.splitlines() if not any(n in line for n in names))
+    names = sorted({t.split("::")[-1].split("[")[0] for t in private} - {""})
+    if not names:
+        return text
+    # Whole names: a public test_add must survive a private test_add_neg, and the other way round.
+    named = re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b")
+    return "\n".join(line for line in text.splitlines() if not named.search(line))
 
 
 def render_test_feedback(result: ExecutionResult, job: RepoJob, max_chars: int) -> str:

@@ -217,7 +217,37 @@ def _path_or_glob_exists(value: str) -> bool:
 
 
 @dataclass
-class GRPOConfig(TrainConfig):
+class ExecutionConfig:
+    """Where and how a repository's tests judge answers (`swerl.reward.execution`): GRPO's execution
+    reward and RLEF's repository tasks.
+
+    Attributes:
+        execution_workers: test runs at once (a thread pool; each run is a sandboxed process); under
+            `execution_engine: ray` without a cluster, the CPUs of the local Ray instance.
+        execution_engine: "threads" (tests on this machine's CPUs) or "ray" (each distinct answer a Ray
+            task of one CPU and no GPU: the cluster of RAY_ADDRESS, else a local instance; needs
+            `pip install 'swerl[ray]'`).
+        execution_shaping: "none", or "fail_to_pass" (an unresolved answer that breaks no PASS_TO_PASS
+            test gets the share of FAIL_TO_PASS tests it passes; GRPO only).
+        execution_cache_dir: bare mirrors and test environments (reused across steps and runs).
+        execution_clones: a directory of existing clones to mirror from instead of GitHub.
+        execution_offline: never contact GitHub.
+        execution_isolation: "bwrap" (tests in bubblewrap) or "none" (unprotected, for machines without it).
+        execution_timeout_s: wall clock of one test run; past it the run is an infrastructure error.
+    """
+
+    execution_workers: PositiveInt = 1
+    execution_engine: Literal["threads", "ray"] = "threads"
+    execution_shaping: Literal["none", "fail_to_pass"] = "none"
+    execution_cache_dir: str = "runs/agentless-cache"
+    execution_clones: str | None = None
+    execution_offline: bool = False
+    execution_isolation: Literal["bwrap", "none"] = "bwrap"
+    execution_timeout_s: PositiveInt = 1800
+
+
+@dataclass
+class GRPOConfig(ExecutionConfig, TrainConfig):
     """GRPO on the SWE-RL reward (defaults: the paper's group size, TRL's clipping and std).
 
     Attributes:
@@ -254,18 +284,6 @@ class GRPOConfig(TrainConfig):
             row is executable, similarity elsewhere) or "token:N" / "token:LO-HI" (fraction of answer
             tokens with those ids; a smoke-test reward any model can learn).
         reward_strict: the similarity reward's strict format (off in the paper).
-        execution_workers: test runs at once per group (a thread pool; each run is a sandboxed process);
-            under `execution_engine: ray` without a cluster, the CPUs of the local Ray instance.
-        execution_engine: "threads" (tests on this machine's CPUs) or "ray" (each distinct answer of a
-            group a Ray task of one CPU and no GPU: the cluster of RAY_ADDRESS, else a local instance;
-            needs `pip install 'swerl[ray]'`).
-        execution_shaping: "none", or "fail_to_pass" (an unresolved answer that breaks no PASS_TO_PASS
-            test gets the share of FAIL_TO_PASS tests it passes).
-        execution_cache_dir: bare mirrors and test environments (reused across steps and runs).
-        execution_clones: a directory of existing clones to mirror from instead of GitHub.
-        execution_offline: never contact GitHub.
-        execution_isolation: "bwrap" (tests in bubblewrap) or "none" (unprotected, for machines without it).
-        execution_timeout_s: wall clock of one test run; past it the run is an infrastructure error.
         overlap_rewards: score each group on a background thread as soon as the rollout engine has it,
             while the rest of the batch is sampled. `rollout_engine: hf` hands over each decoding batch
             (generation_batch_size sequences), so the rewards of one batch run while the next generates;
@@ -306,14 +324,6 @@ class GRPOConfig(TrainConfig):
     drop_zero_std_groups: bool = False
     reward: str = "swe_rl"
     reward_strict: bool = False
-    execution_workers: PositiveInt = 1
-    execution_engine: Literal["threads", "ray"] = "threads"
-    execution_shaping: Literal["none", "fail_to_pass"] = "none"
-    execution_cache_dir: str = "runs/agentless-cache"
-    execution_clones: str | None = None
-    execution_offline: bool = False
-    execution_isolation: Literal["bwrap", "none"] = "bwrap"
-    execution_timeout_s: PositiveInt = 1800
     overlap_rewards: bool = True
     eval_temperature: NonNegativeFloat = 0.0
     generation_batch_size: PositiveInt = 64
@@ -371,13 +381,24 @@ class SFTConfig(TrainConfig):
 
 
 @dataclass
-class RLEFConfig(TrainConfig):
-    """RLEF on CodeContests-shaped problems (defaults: the paper's turns, rewards and beta).
+class RLEFConfig(ExecutionConfig, TrainConfig):
+    """RLEF on CodeContests-shaped problems or executable repository rows (defaults: the paper's turns,
+    rewards and beta).
 
     Attributes:
-        train_file / eval_file: code_contests JSONL or Parquet files, globs ("data/train-*.parquet" for
-            the Hub's shards) or comma-separated lists of them, or "bundled:train" / "bundled:valid" /
-            "bundled:test" for the small problem set shipped in swerl/data/rlef_problems.
+        task_source: "codecontests" (programs on stdin/stdout tests) or "repository" (validated rows in
+            SWE-bench's schema: SEARCH/REPLACE answers judged by the repository's tests through the
+            `execution_*` settings; docs/rlef.md, "Repository tasks").
+        train_file / eval_file: for codecontests, code_contests JSONL or Parquet files, globs
+            ("data/train-*.parquet" for the Hub's shards) or comma-separated lists of them, or
+            "bundled:train" / "bundled:valid" / "bundled:test" for the small problem set shipped in
+            swerl/data/rlef_problems; for repository, `swerl data validate` output (its test.parquet, a
+            folder of Parquet files or JSONL rows).
+        public_share: repository tasks: the share of a row's FAIL_TO_PASS tests shown as feedback (at
+            least one, never all; a PUBLIC_TESTS column names them instead); rows with one are left out.
+        public_pass_to_pass: repository tasks: the PASS_TO_PASS tests (the repository's existing tests)
+            are public too.
+        feedback_chars: repository tasks: the longest feedback turn in characters (about 3.5 a token).
         generated_tests: also score on the dataset's generated tests (the paper does); False leaves them
             unread, most of the test data, for a faster load and faster judging.
         prompts_per_step: problems per rollout batch over all ranks (a multiple of the world size).
@@ -450,6 +471,10 @@ class RLEFConfig(TrainConfig):
     rollout_kwargs: dict[str, Any] = field(default_factory=dict)
     sandbox_workers: PositiveInt | None = None
     generated_tests: bool = True
+    task_source: Literal["codecontests", "repository"] = "codecontests"
+    public_share: Annotated[float, Ge(0), Le(1)] = 0.5
+    public_pass_to_pass: bool = True
+    feedback_chars: PositiveInt = 2400
 
     def problems(self) -> list[tuple[str, str]]:
         found = super().problems()
@@ -459,6 +484,14 @@ class RLEFConfig(TrainConfig):
                     "use_peft",
                     "LoRA and sft_warmup_steps together are not supported: rho would not be "
                     "the warmed-up model; warm up in a separate SFT run and start RLEF from its model",
+                )
+            )
+        if self.task_source == "repository" and self.sft_warmup_steps:
+            found.append(
+                (
+                    "sft_warmup_steps",
+                    "the warm-up trains on contest reference solutions; for repository tasks warm up with "
+                    "`swerl train sft` on the rows and start RLEF from its model",
                 )
             )
         return found

@@ -23,7 +23,7 @@ from swerl.reward.execution import ExecutionResult, ExecutionReward, answer_patc
 from swerl.trainers.data import Example
 
 if TYPE_CHECKING:
-    from swerl.trainers.config import GRPOConfig
+    from swerl.trainers.config import ExecutionConfig, GRPOConfig
 
 GroupReward = Callable[[Example, Sequence[Any]], list[RewardResult]]
 
@@ -161,6 +161,13 @@ def build_reward(config: GRPOConfig) -> GroupReward:
     """The reward a GRPO config names; `execution` and `hybrid` build the local harness from it."""
     if config.reward not in ("execution", "hybrid"):
         return reward_from_name(config.reward, config.reward_strict)
+    return ExecutionGroupReward(
+        execution_reward(config), config.reward == "hybrid", RewardConfig(strict=config.reward_strict)
+    )
+
+
+def execution_reward(config: ExecutionConfig) -> ExecutionReward:
+    """The execution reward a config's `execution_*` settings describe, over the local harness."""
     from swerl.execution.local import cached_backend
 
     backend = cached_backend(
@@ -170,14 +177,11 @@ def build_reward(config: GRPOConfig) -> GroupReward:
         isolation=config.execution_isolation,
         timeout_s=config.execution_timeout_s,
     )
-    execution = ExecutionReward(
+    return ExecutionReward(
         backend,
         shaping=config.execution_shaping,
         workers=config.execution_workers,
         engine=config.execution_engine,
-    )
-    return ExecutionGroupReward(
-        execution, config.reward == "hybrid", RewardConfig(strict=config.reward_strict)
     )
 
 

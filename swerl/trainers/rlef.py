@@ -2,8 +2,9 @@
 
 One step, top to bottom (`RLEFTrainer.train_step`):
 
-1. rollout — this rank's problems, `episodes_per_problem` episodes each (`swerl.environments.codecontests`):
+1. rollout — this rank's problems, `episodes_per_problem` episodes each (`swerl.environments.dialog`):
              answer, public-test feedback, answer again, up to 3 answers; private tests on the last one;
+             the problems are contest problems or repository rows (`task_source`), one loop for both;
 2. score   — one teacher-forced pass per dialog under the policy (old log-probs), the frozen start model
              (reference log-probs) and the critic (one value per answer, read at the last context token);
 3. reward  — R_t = r_t - beta * log(pi(a_t|c_t) / rho(a_t|c_t)), the log-ratio summed over a_t's tokens;
@@ -129,7 +130,8 @@ def pack_episodes(episodes: Sequence[Episode], pad_id: int, device: str) -> Dial
     turn_ids = torch.full_like(packed.completion_mask, -1)
     for e, ep in enumerate(episodes):
         p = len(ep.prompt_ids)
-        answer = torch.tensor(ep.answer_mask[p:], dtype=mask.dtype)
+        # An episode whose tests could not run is no verdict on its answers: none of them is trained on.
+        answer = torch.tensor(ep.answer_mask[p:], dtype=mask.dtype) * int(ep.judged)
         turns = torch.tensor(ep.turn_of_token[p:], dtype=turn_ids.dtype)
         mask[e, : len(answer)] = answer[:width]
         turn_ids[e, : len(turns)] = turns[:width]
@@ -161,7 +163,7 @@ class RLEFTrainer(TrainLoop):
         config: RLEFConfig,
         model: Any,
         tokenizer: Any,
-        train_tasks: Sequence[ContestTask],
+        train_tasks: Sequence[Task],
         *,
         judge: Judge,
         engine: Any = None,
@@ -224,7 +226,8 @@ class RLEFTrainer(TrainLoop):
         self.rest_engine()  # a colocated vLLM sleeps from here to the weight sync
         old_logp, ref_logp, old_values = self.score(batch)
         max_turns = max(batch.num_turns)
-        turn_mask = turn_tensor([[1.0] * n for n in batch.num_turns], max_turns).bool()
+        judged = [[float(ep.judged)] * len(ep.turns) for ep in episodes]
+        turn_mask = turn_tensor(judged, max_turns).bool()
 
         # 3. Per-answer rewards with the KL penalty: log-ratios summed over each answer's tokens.
         pi_sums = self.per_turn_sums(old_logp, batch, max_turns)
@@ -323,8 +326,9 @@ class RLEFTrainer(TrainLoop):
             )
         )
         # Losses are shares of global means; gradients are averaged over ranks, hence / world_size.
-        token_norm = float(counts[0]) / dist.world_size
-        turn_norm = float(counts[1]) / dist.world_size
+        # At least one: a batch of unjudged episodes only has nothing to learn, and must not divide by 0.
+        token_norm = max(1.0, float(counts[0])) / dist.world_size
+        turn_norm = max(1.0, float(counts[1])) / dist.world_size
         # Each answer's advantage on each of its tokens (0 on prompt/feedback, masked out anyway).
         turn_ids = batch.turn_ids.cpu()
         token_adv = torch.gather(advantages, 1, turn_ids.clamp(min=0)) * (turn_ids >= 0)
@@ -384,11 +388,14 @@ class RLEFTrainer(TrainLoop):
     def rollout_metrics(
         self, episodes: Sequence[Episode], task: Tensor, log_ratio: Tensor, turn_mask: Tensor
     ) -> dict[str, float]:
-        """Return, solve rate, turns, fixes by feedback, KL: sums over every rank's episodes."""
+        """Return, solve rate, turns, fixes by feedback, KL: sums over every rank's judged episodes (an
+        episode whose tests could not run is counted apart, in `unjudged`)."""
+        unjudged = sum(not ep.judged for ep in episodes)
+        episodes = [ep for ep in episodes if ep.judged]
         first_failed = [ep for ep in episodes if not ep.turns[0].public_passed]
         local = [
             float(len(episodes)),
-            float(task.sum()),
+            float(torch.where(turn_mask, task, 0.0).sum()),
             float(sum(ep.solved for ep in episodes)),
             float(sum(len(ep.turns) for ep in episodes)),
             float(sum(turn.code is None for ep in episodes for turn in ep.turns)),
@@ -396,6 +403,7 @@ class RLEFTrainer(TrainLoop):
             float(sum(ep.solved for ep in first_failed)),
             float(torch.where(turn_mask, log_ratio, 0.0).sum()),
             float(sum(len(turn.answer_ids) for ep in episodes for turn in ep.turns)),
+            float(unjudged),
         ]
         g = all_reduce(torch.tensor(local, dtype=torch.float64)).tolist()
         n, answers = max(1.0, g[0]), max(1.0, g[3])
@@ -407,6 +415,7 @@ class RLEFTrainer(TrainLoop):
             "fixed_after_feedback": g[6] / max(1.0, g[5]),
             "kl": g[7] / answers,
             "completions/mean_length": g[8] / answers,
+            "unjudged": g[9],
         }
 
     # ------------------------------------------------------------------------------------ state
@@ -445,6 +454,59 @@ def load_tasks(spec: str, generated_tests: bool = True, option: str = "train_fil
             f"Parquet shards"
         )
     return [ContestTask(problem) for problem in report.problems]
+
+
+def load_repository_tasks(
+    path: str, reward: Any, config: RLEFConfig, option: str = "train_file"
+) -> list[RepositoryTask]:
+    """Repository tasks from validated rows (`swerl data validate` output, or SWE-bench-schema rows whose
+    repositories `execution_clones` holds); the rows left out are counted on stderr. None usable is a
+    UserError naming `option`, before any model loads."""
+    import os
+    import sys
+
+    from swerl.environments.repository import repository_tasks
+    from swerl.errors import UserError
+    from swerl.trainers.data import read_rows, row_messages
+
+    found = repository_tasks(
+        read_rows(path),
+        reward,
+        row_messages,
+        public_share=config.public_share,
+        feedback_chars=config.feedback_chars,
+        public_pass_to_pass=config.public_pass_to_pass,
+    )
+    if not found.tasks:
+        raise UserError(
+            f"{option} {path}: {found.summary()}; repository RLEF needs executable rows (swerl data "
+            f"validate) with two or more FAIL_TO_PASS tests, some shown and some held out"
+        )
+    if found.skipped and int(os.environ.get("RANK", "0")) == 0:
+        print(f"swerl: {option} {path}: {found.summary()}", file=sys.stderr)
+    return found.tasks
+
+
+def task_sets(config: RLEFConfig) -> tuple[list[Task], list[Task], Judge]:
+    """The run's training and held-out tasks (each file capped by its `max_*_samples`) and their judge:
+    contest problems and the sandbox, or repository rows and the execution reward (`task_source`)."""
+    eval_tasks: list[Task] = []
+    if config.task_source == "repository":
+        from swerl.environments.repository import repository_judge
+        from swerl.trainers.rewards import execution_reward
+
+        reward = execution_reward(config)
+        train = load_repository_tasks(config.train_file, reward, config)[: config.max_train_samples]
+        if config.eval_file:
+            eval_tasks = load_repository_tasks(config.eval_file, reward, config, "eval_file")
+        return train, eval_tasks[: config.max_eval_samples], repository_judge(reward)
+    from swerl.environments.codecontests import sandbox_judge
+
+    tasks = load_tasks(config.train_file, config.generated_tests)[: config.max_train_samples]
+    if config.eval_file:
+        eval_tasks = load_tasks(config.eval_file, config.generated_tests, "eval_file")
+    judge = sandbox_judge(workers=config.sandbox_workers)
+    return list(tasks), eval_tasks[: config.max_eval_samples], judge
 
 
 def start_model_path(config: RLEFConfig) -> str:
@@ -586,9 +648,9 @@ def sft_warmup(
     return history
 
 
-def evaluate_policy(trainer: RLEFTrainer, tasks: Sequence[ContestTask], **episode_changes: Any) -> Any:
+def evaluate_policy(trainer: RLEFTrainer, tasks: Sequence[Task], **episode_changes: Any) -> Any:
     """1@3 (and whatever n@k fits the samples) on held-out problems with the trainer's current weights."""
-    from swerl.environments.codecontests import evaluate_dialogs
+    from swerl.environments.dialog import evaluate_dialogs
 
     cfg = trainer.config
     episode = cfg.episode_config(temperature=cfg.eval_temperature, **episode_changes)
@@ -617,27 +679,22 @@ def run(
     model (`start_model_path`), so the resumed steps are the steps an uninterrupted run takes. `stop` is
     `TrainLoop.train`'s (end the run early, e.g. to test a resume).
     """
-    from swerl.environments.codecontests import sandbox_judge
     from swerl.errors import UserError
 
-    tasks = load_tasks(config.train_file, config.generated_tests)[: config.max_train_samples]
-    eval_tasks = (
-        load_tasks(config.eval_file, config.generated_tests, "eval_file")[: config.max_eval_samples]
-        if config.eval_file
-        else []
-    )
-    if config.sft_warmup_steps and not any(task.problem.python_solutions for task in tasks):
+    tasks, eval_tasks, default_judge = task_sets(config)
+    contests = [task for task in tasks if isinstance(task, ContestTask)]
+    if config.sft_warmup_steps and not any(task.problem.python_solutions for task in contests):
         raise UserError(
             f"train_file {config.train_file}: no problem has a Python reference solution to warm up on "
             f"(sft_warmup_steps {config.sft_warmup_steps}); give problems with solutions or set "
             f"sft_warmup_steps 0"
         )
     ckpt, model, tokenizer = load_run(config)
-    judge = judge or sandbox_judge(workers=config.sandbox_workers)
+    judge = judge or default_judge
     out: dict[str, Any] = {"train_problems": len(tasks), "eval_problems": len(eval_tasks)}
     run_dir = write_config(config)
     if config.sft_warmup_steps and ckpt is None:
-        out["sft"] = sft_warmup(model, tokenizer, tasks, config, progress=progress, judge=judge)
+        out["sft"] = sft_warmup(model, tokenizer, contests, config, progress=progress, judge=judge)
     start = start_model_path(config)
     if ckpt is not None and config.sft_warmup_steps and not (Path(start) / "config.json").exists():
         raise UserError(f"resume_from_checkpoint: {start} (the SFT warm-up's model, RLEF's rho) is missing")

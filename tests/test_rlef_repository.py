@@ -1,0 +1,185 @@
+"""RLEF on a repository row: a real git repository whose tests run through the execution reward.
+
+The calc repository (tests/calc_repo.py): `add` subtracts; FAIL_TO_PASS test_add (add(2, 2) == 4) and
+test_add_neg (add(-1, 1) == 0), PASS_TO_PASS test_sub. The row shows test_add and keeps test_add_neg
+private, so `a * b` (right for 2 + 2 only: an answer that special-cases what the feedback showed) passes
+the public tests and fails the grade.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+from calc_repo import OPS, build_calc
+
+from swerl.edit_format import SearchReplace, edits_to_text
+from swerl.environments.dialog import Answer, ChatRenderer, EpisodeConfig, evaluate_dialogs, run_episodes
+from swerl.environments.repository import (
+    RepoJob,
+    public_fail_to_pass,
+    render_test_feedback,
+    repository_judge,
+    repository_tasks,
+)
+from swerl.execution.instances import Instance, instance_to_row
+from swerl.models.loading import load_model_and_tokenizer
+from swerl.models.tiny import build_tiny_model
+from swerl.reward.execution import ExecutionResult
+from swerl.rollout.base import Completion, SamplingParams
+from swerl.trainers.data import row_messages
+
+PUBLIC = "tests/test_ops.py::test_add"
+PRIVATE = "tests/test_ops.py::test_add_neg"
+
+
+def answer(body: str, search: str = "    return a - b\n\n\ndef sub") -> str:
+    edit = SearchReplace("calc/ops.py", search, f"    return {body}\n\n\ndef sub")
+    return f"<think>\nfix add\n</think>\n<solution>\n{edits_to_text([edit])}\n</solution>"
+
+
+GOLD, WRONG, SPECIAL = answer("a + b"), answer("a"), answer("a * b")
+NOT_FOUND = answer("a + b", search="    return a + 0")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> object:
+    path = build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
+    return load_model_and_tokenizer(path)[1]
+
+
+@pytest.fixture(scope="module")
+def calc(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Instance, dict[str, object]]:
+    reward, instance = build_calc(tmp_path_factory.mktemp("calc"))
+    reward.workers = 2
+    row = instance_to_row(instance) | {
+        "code_context": {"calc/ops.py": OPS},
+        "PUBLIC_TESTS": json.dumps([PUBLIC]),
+    }
+    return reward, instance, row
+
+
+class Scripted:
+    """Each episode follows the script whose first answer its dialog holds (the first turn: by position)."""
+
+    def __init__(self, tokenizer: object, scripts: Sequence[Sequence[str]]) -> None:
+        self.tokenizer, self.scripts, self.contexts = tokenizer, scripts, []
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[list[Completion]]:
+        del params
+        out = []
+        for p, prompt in enumerate(prompts):
+            seen = self.tokenizer.decode(list(prompt))
+            self.contexts.append(seen)
+            turn = seen.count("<|im_start|>assistant") - 1
+            script = self.scripts[p] if turn == 0 else next(s for s in self.scripts if s[0] in seen)
+            ids = self.tokenizer(script[turn], add_special_tokens=False)["input_ids"]
+            ids = [*ids, self.tokenizer.eos_token_id]
+            out.append([Completion(list(prompt), ids, [-0.5] * len(ids), "stop", script[turn])])
+        return out
+
+
+def test_the_split_is_stable_shows_some_and_keeps_some() -> None:
+    tests = tuple(f"t.py::test_{i}" for i in range(5))
+    instance = Instance("o__r-1", "o/r", "abc", "issue", fail_to_pass=tests)
+    shown = public_fail_to_pass(instance, 0.5)
+    assert len(shown) == 2 and set(shown) < set(tests) and shown == public_fail_to_pass(instance, 0.5)
+    assert len(public_fail_to_pass(instance, 1.0)) == 4 and len(public_fail_to_pass(instance, 0.0)) == 1
+    assert public_fail_to_pass(Instance("o__r-2", "o/r", "abc", "issue", fail_to_pass=tests[:1])) == ()
+
+
+def test_rows_name_their_public_tests_and_one_test_rows_are_left_out(calc: tuple) -> None:
+    reward, instance, row = calc
+    one = instance_to_row(instance) | {"instance_id": "acme__calc-2", "FAIL_TO_PASS": json.dumps([PUBLIC])}
+    found = repository_tasks([row, one], reward, row_messages)
+    assert [t.name for t in found.tasks] == ["acme__calc-1"] and found.skipped == {"one_fail_to_pass": 1}
+    task = found.tasks[0]
+    assert task.public_tests == (PUBLIC,) and task.private_tests == (PRIVATE,)
+    assert "add subtracts" in task.messages()[-1]["content"]
+    with pytest.raises(ValueError, match="some but not all"):
+        repository_tasks([row | {"PUBLIC_TESTS": json.dumps([PUBLIC, PRIVATE])}], reward, row_messages)
+
+
+def test_feedback_shows_public_failures_only_and_is_bounded() -> None:
+    log = "\n".join(
+        [
+            "=================================== FAILURES ===================================",
+            "___________________________________ test_add ___________________________________",
+            "    def test_add():",
+            ">       assert add(2, 2) == 4",
+            "E       assert 0 == 4",
+            *[f"frame line {i}" for i in range(400)],
+            "tests/test_ops.py:9: AssertionError",
+            "_________________________________ test_add_neg _________________________________",
+            "    def test_add_neg():",
+            ">       assert add(-1, 1) == 0",
+            "=========================== short test summary info ============================",
+            f"FAILED {PUBLIC} - assert 0 == 4",
+            f"FAILED {PRIVATE} - assert -2 == 0",
+        ]
+    )
+    result = ExecutionResult(0.0, "unresolved", log=log, statuses={PUBLIC: "FAILED", PRIVATE: "FAILED"})
+    job = RepoJob(Instance("a__b-1", "a/b", "c", "i"), "patch", (PUBLIC,), (PRIVATE,))
+    text = render_test_feedback(result, job, max_chars=1200)
+    assert f"FAILED {PUBLIC}" in text and "tests/test_ops.py:9: AssertionError" in text
+    assert "test_add_neg" not in text and "add(-1, 1)" not in text
+    assert len(text) < 1800  # the cut section, the header and the instruction
+
+
+def test_repository_episodes_end_to_end(tokenizer: object, calc: tuple) -> None:
+    reward, _, row = calc
+    (task,) = repository_tasks([row], reward, row_messages).tasks
+    scripts = [[GOLD], [WRONG, GOLD], [SPECIAL], [NOT_FOUND, "no edits"]]
+    policy = Scripted(tokenizer, scripts)
+    config = EpisodeConfig(max_turns=2)
+    gold, fixed, special, broken = run_episodes(
+        policy, ChatRenderer(tokenizer), [task] * 4, config, repository_judge(reward)
+    )
+    # The gold patch ends the episode at turn 1 with +1.
+    assert len(gold.turns) == 1 and gold.rewards == [1.0] and gold.turns[0].seconds["judge"] > 0
+    # A wrong patch gets the real pytest report of the public test, then the fix: 0, then +1.
+    feedback = fixed.turns[0].feedback or ""
+    assert fixed.rewards == [0.0, 1.0]
+    assert f"FAILED {PUBLIC}" in feedback and "assert 2 == 4" in feedback, feedback
+    assert any(feedback in context for context in policy.contexts)
+    # Special-casing what the public test showed passes it and fails the grade.
+    assert len(special.turns) == 1 and special.turns[0].public_passed and special.rewards == [-1.0]
+    # A SEARCH text that is not in the file: said so, -0.2, then the final answer fails.
+    assert "does not match" in (broken.turns[0].feedback or "") and "return a + 0" in broken.turns[0].feedback
+    assert broken.rewards == [-0.2, -1.0]
+    for ep in (fixed, broken):
+        assert all("test_add_neg" not in (turn.feedback or "") for turn in ep.turns)
+
+
+def test_an_empty_patch_gets_the_failing_tests_and_random_feedback_is_another_rows(calc: tuple) -> None:
+    reward, _, row = calc
+    other = row | {"instance_id": "acme__calc-3", "PUBLIC_TESTS": json.dumps([PRIVATE])}
+    first, second = repository_tasks([row, other], reward, row_messages).tasks
+    judge = repository_judge(reward)
+    job = first.public_job("")
+    outcome = first.outcome(Answer(""), job, judge([job])[0])
+    assert outcome.passed is False and f"FAILED {PUBLIC}" in (outcome.feedback or "")
+    unrelated = first.unrelated_job(task_patch := "diff", second)
+    said = second.outcome(Answer(task_patch), unrelated, judge([unrelated])[0]).feedback or ""
+    assert f"FAILED {PRIVATE}" in said and f"FAILED {PUBLIC}\n" not in said
+
+
+def test_a_run_that_cannot_happen_is_no_verdict(tokenizer: object, calc: tuple) -> None:
+    reward, _, row = calc
+    (task,) = repository_tasks([row], reward, row_messages).tasks
+
+    def broken_judge(jobs: Sequence[RepoJob]) -> list[ExecutionResult]:
+        return [ExecutionResult(None, "infra_error", "harness_raised") for _ in jobs]
+
+    policy = Scripted(tokenizer, [[WRONG]] * 2)
+    report = evaluate_dialogs(
+        policy,
+        ChatRenderer(tokenizer),
+        [task],
+        EpisodeConfig(max_turns=2),
+        broken_judge,
+        samples=2,
+        nk=((1, 1),),
+    )
+    assert report.unjudged == 2 and report.rates[0].problems == 0
