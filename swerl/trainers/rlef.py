@@ -598,21 +598,22 @@ def contest_warmup_pairs(
 def sft_warmup(
     model: Any,
     tokenizer: Any,
-    tasks: Sequence[ContestTask],
+    tasks: Sequence[Task],
     config: RLEFConfig,
     progress: bool = True,
     judge: Judge | None = None,
 ) -> list[dict[str, float]]:
     """Supervised steps on the reference solutions, so RL starts from a policy that sometimes succeeds.
 
-    The target is what a good answer looks like: the solution in one ```python block, then the template's
-    end of turn. First turns, and with `sft_fix_dialogs` (and a judge) second turns after a wrong answer
-    and its real feedback (`feedback_fix_dialogs`), so a feedback turn is not a context the policy has
-    never seen. Uses its own short-lived Learner (own learning rate, no checkpoints); the warmed-up model
+    The target is what a good answer looks like: the solution in one ```python block (a repository row's
+    gold patch as SEARCH/REPLACE edits), then the template's end of turn. First turns, and with
+    `sft_fix_dialogs` (and a judge) second turns after a wrong answer and its real feedback
+    (`contest_warmup_pairs`, `repository_warmup_pairs`), so a feedback turn is not a context the policy
+    has never seen. Uses its own short-lived Learner (own learning rate, no checkpoints); the warmed-up model
     is saved to `start_model_path(config)`, where RLEF's reference is loaded from, now and on resume.
-    At least one task needs a Python solution: `run` checks that before the model loads.
+    A contest problem set needs a Python solution somewhere: `run` checks that before the model loads.
     """
-    if getattr(config, "task_source", "codecontests") == "repository":
+    if config.task_source == "repository":
         pairs = repository_warmup_pairs(tokenizer, tasks, config, judge)
     else:
         pairs = contest_warmup_pairs(tokenizer, tasks, config, judge)
@@ -683,7 +684,9 @@ def run(
 
     tasks, eval_tasks, default_judge = task_sets(config)
     contests = [task for task in tasks if isinstance(task, ContestTask)]
-    if config.sft_warmup_steps and not any(task.problem.python_solutions for task in contests):
+    # A repository row's reference is its gold patch, which every executable row has.
+    references = config.task_source == "repository" or any(t.problem.python_solutions for t in contests)
+    if config.sft_warmup_steps and not references:
         raise UserError(
             f"train_file {config.train_file}: no problem has a Python reference solution to warm up on "
             f"(sft_warmup_steps {config.sft_warmup_steps}); give problems with solutions or set "
@@ -694,7 +697,7 @@ def run(
     out: dict[str, Any] = {"train_problems": len(tasks), "eval_problems": len(eval_tasks)}
     run_dir = write_config(config)
     if config.sft_warmup_steps and ckpt is None:
-        out["sft"] = sft_warmup(model, tokenizer, contests, config, progress=progress, judge=judge)
+        out["sft"] = sft_warmup(model, tokenizer, tasks, config, progress=progress, judge=judge)
     start = start_model_path(config)
     if ckpt is not None and config.sft_warmup_steps and not (Path(start) / "config.json").exists():
         raise UserError(f"resume_from_checkpoint: {start} (the SFT warm-up's model, RLEF's rho) is missing")
