@@ -99,6 +99,7 @@ def train(
     seed: int,
     batch_size: int = 16,
     out: Path | None = None,
+    stop_below: float = 0.0,
 ) -> None:
     torch.manual_seed(seed)
     model, tokenizer = load_model_and_tokenizer(model_path)
@@ -130,6 +131,8 @@ def train(
                 flush=True,
             )
             window = []
+            if mean_constant < stop_below:  # off the plateau: the copy works, the rest is polish
+                break
     if out:
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
@@ -144,6 +147,13 @@ def main() -> None:
     parser.add_argument("--seed", type=nonnegative_int, default=0, help="seeds the order of the batches")
     parser.add_argument("--beta2", default="0.999,0.95", help="comma-separated Adam beta2 values to compare")
     parser.add_argument("--out", type=output_dir, help="save the trained model here (one --beta2 only)")
+    parser.add_argument(
+        "--stop-below",
+        type=float,
+        default=0.0,
+        metavar="NATS",
+        help="stop (and save) at the first 25-step window whose constant loss is below this (default: never)",
+    )
     parser.add_argument(
         "--repo-rows",
         type=Path,
@@ -169,7 +179,8 @@ def main() -> None:
     else:
         examples_of = partial(contest_examples, family=args.family)
     for beta2 in betas:
-        train(args.model, examples_of, beta2, args.lr, args.steps, args.seed, out=args.out)
+        done = {"out": args.out, "stop_below": args.stop_below}
+        train(args.model, examples_of, beta2, args.lr, args.steps, args.seed, **done)
 
 
 if __name__ == "__main__":
