@@ -7,7 +7,6 @@ A reward function takes the example and the group's completions and returns one 
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -177,8 +176,7 @@ def execution_reward(config: ExecutionConfig) -> ExecutionReward:
         offline=config.execution_offline,
         isolation=config.execution_isolation,
         timeout_s=config.execution_timeout_s,
-        # absolute, not resolved: a venv's interpreter is a symlink whose target is not the venv
-        python=os.path.abspath(config.execution_python) if config.execution_python else None,
+        python=config.execution_python,
     )
     return ExecutionReward(
         backend,
