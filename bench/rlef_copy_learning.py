@@ -23,10 +23,13 @@ depends on the batch order (`--seed`).
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -42,20 +45,10 @@ def constant_position(target: list[int], digits: set[int]) -> int:
     return max(i for i, token in enumerate(target) if token in digits)
 
 
-def train(
-    model_path: str,
-    family: str,
-    beta2: float,
-    lr: float,
-    steps: int,
-    seed: int,
-    batch_size: int = 16,
-    out: Path | None = None,
-) -> None:
-    torch.manual_seed(seed)
-    model, tokenizer = load_model_and_tokenizer(model_path)
+def contest_examples(tokenizer: Any, family: str) -> list[tuple[list[int], list[int]]]:
+    """Second turns of the `bundled:hidden_train` problems whose name holds `family`: seven guesses each."""
     tasks = [task for task in load_tasks("bundled:hidden_train") if family in task.name]
-    examples = feedback_fix_dialogs(
+    return feedback_fix_dialogs(
         ChatRenderer(tokenizer),
         tasks,
         sandbox_judge(),
@@ -64,6 +57,54 @@ def train(
         guesses=7,
         feedback_rate=1.0,
     )
+
+
+def repository_examples(tokenizer: Any, rows: Path, clones: Path, cache: Path, python: str | None) -> list:
+    """Second turns of the hidden-constant repository rows (`swerl.data.hidden_repos`): for one row of
+    each constant, every other constant as the wrong answer, its real feedback from the row's public test
+    (the local backend, pytest), then the gold answer. Every row of a constant shows the same prompt and
+    the same feedback, so one row per constant holds every distinct dialog."""
+    from swerl.environments.repository import repository_judge, repository_tasks
+    from swerl.environments.warmup import fix_dialogs, guessed_answers, last_integer, repository_reference
+    from swerl.execution.local import cached_backend
+    from swerl.reward.execution import ExecutionReward
+    from swerl.trainers.data import row_messages
+    from swerl.trainers.sft import answer_suffix
+
+    reward = ExecutionReward(cached_backend(cache, clones=clones, offline=True, python=python), workers=2)
+    lines = rows.read_text(encoding="utf-8").splitlines()
+    tasks = repository_tasks([json.loads(line) for line in lines], reward, row_messages).tasks
+    one_each = {}
+    for task in tasks:
+        one_each.setdefault(last_integer(repository_reference(task)), task)
+    constants = sorted(one_each)
+    cases = []
+    for task in one_each.values():
+        reference = repository_reference(task)
+        cases += [(task, wrong, reference) for wrong in guessed_answers(reference, constants)]
+
+    def answer_ids(task: Any, text: str) -> list[int]:
+        suffix = answer_suffix(tokenizer, task.messages(), text)
+        return list(tokenizer(suffix, add_special_tokens=False)["input_ids"])
+
+    return fix_dialogs(ChatRenderer(tokenizer), cases, repository_judge(reward), answer_ids)
+
+
+def train(
+    model_path: str,
+    examples_of: Callable[[Any], list[tuple[list[int], list[int]]]],
+    beta2: float,
+    lr: float,
+    steps: int,
+    seed: int,
+    batch_size: int = 16,
+    out: Path | None = None,
+    stop_below: float = 0.0,
+) -> None:
+    torch.manual_seed(seed)
+    model, tokenizer = load_model_and_tokenizer(model_path)
+    examples = examples_of(tokenizer)
+    print(f"{len(examples)} second-turn examples, contexts of {len(examples[0][0])} tokens", flush=True)
     digits = {tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)}
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, beta2), weight_decay=0.0)
     rng = random.Random(seed)  # the batches' order: when the plateau ends depends on it
@@ -90,6 +131,8 @@ def train(
                 flush=True,
             )
             window = []
+            if mean_constant < stop_below:  # off the plateau: the copy works, the rest is polish
+                break
     if out:
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
@@ -104,12 +147,40 @@ def main() -> None:
     parser.add_argument("--seed", type=nonnegative_int, default=0, help="seeds the order of the batches")
     parser.add_argument("--beta2", default="0.999,0.95", help="comma-separated Adam beta2 values to compare")
     parser.add_argument("--out", type=output_dir, help="save the trained model here (one --beta2 only)")
+    parser.add_argument(
+        "--stop-below",
+        type=float,
+        default=0.0,
+        metavar="NATS",
+        help="stop (and save) at the first 25-step window whose constant loss is below this (default: never)",
+    )
+    parser.add_argument(
+        "--repo-rows",
+        type=Path,
+        help="train on these hidden-constant repository rows instead (python -m swerl.data.hidden_repos)",
+    )
+    parser.add_argument("--clones", type=Path, help="with --repo-rows: the folder of the rows' clones")
+    parser.add_argument("--cache-dir", type=Path, help="with --repo-rows: mirrors and test environments")
+    parser.add_argument("--python", help="with --repo-rows: the interpreter (with pytest) the tests run in")
     args = parser.parse_args()
     betas = [float(b) for b in args.beta2.split(",")]
     if args.out and len(betas) != 1:
         parser.error("--out takes a single --beta2")
+    if args.repo_rows and not (args.clones and args.cache_dir):
+        parser.error("--repo-rows needs --clones and --cache-dir")
+    if args.repo_rows:
+        examples_of = partial(
+            repository_examples,
+            rows=args.repo_rows,
+            clones=args.clones,
+            cache=args.cache_dir,
+            python=args.python,
+        )
+    else:
+        examples_of = partial(contest_examples, family=args.family)
     for beta2 in betas:
-        train(args.model, args.family, beta2, args.lr, args.steps, args.seed, out=args.out)
+        done = {"out": args.out, "stop_below": args.stop_below}
+        train(args.model, examples_of, beta2, args.lr, args.steps, args.seed, **done)
 
 
 if __name__ == "__main__":

@@ -124,6 +124,7 @@ _PATH_FIELDS = (
     "resume_from_checkpoint",
     "execution_cache_dir",
     "execution_clones",
+    "execution_python",
 )
 
 
@@ -140,6 +141,8 @@ def absolute_config_paths(config: Any) -> None:
             continue
         if name == "model_name_or_path":
             resolved = str(absolute(value)) if looks_local(value) else value
+        elif name == "execution_python":  # a path, or a command found on PATH (python3.11)
+            resolved = str(absolute(value)) if "/" in value else value
         else:
             parts = [part.strip() for part in value.split(",")]
             resolved = ",".join(str(absolute(p)) if is_local_path(p) else p for p in parts)

@@ -241,6 +241,9 @@ class ExecutionConfig:
         execution_offline: never contact GitHub.
         execution_isolation: "bwrap" (tests in bubblewrap) or "none" (unprotected, for machines without it).
         execution_timeout_s: wall clock of one test run; past it the run is an infrastructure error.
+        execution_python: the interpreter (with pytest) that inferred environments use instead of the
+            running one: for stdlib-only repositories, a venv with pytest alone starts each run in a
+            fraction of the time an environment full of pytest plugins takes.
     """
 
     execution_workers: PositiveInt = 1
@@ -253,6 +256,7 @@ class ExecutionConfig:
     execution_offline: bool = False
     execution_isolation: Literal["bwrap", "none"] = "bwrap"
     execution_timeout_s: PositiveInt = 1800
+    execution_python: str | None = None
 
 
 @dataclass
@@ -426,7 +430,8 @@ class RLEFConfig(ExecutionConfig, TrainConfig):
         num_iterations: PPO passes over each rollout batch (each pass: one optimizer step per model).
         feedback: "execution" (RLEF), "random" or "none" (ablations, for training too).
         solved_reward / failed_reward / invalid_code_reward: the task rewards (+1 / -1 / -0.2).
-        sft_warmup_steps: before RL, supervised steps on the problems' reference solutions (0: none).
+        sft_warmup_steps: before RL, supervised steps on the problems' reference solutions (a repository
+            row's: its gold patch as a SEARCH/REPLACE answer) (0: none).
         sft_learning_rate / sft_batch_size: the warm-up's optimizer settings.
         sft_fix_dialogs: the warm-up also trains second turns: a corrupted reference solution, the
             sandbox's real feedback on it, then the reference solution (only the fix is trained on).
@@ -434,7 +439,8 @@ class RLEFConfig(ExecutionConfig, TrainConfig):
             the constant from the feedback). Off for the hidden-constant demonstration, where reading
             the constant from the feedback is the skill RLEF is to learn, not the warm-up.
         sft_fix_guessed_constants: also that many corruptions per problem whose last integer constant is
-            another training problem's (a guess), so a fix must read the constant from the feedback.
+            another training problem's (a guess), so a fix must read the constant from the feedback. For
+            repository rows these are the only corruptions (`swerl.environments.warmup`).
         sft_fix_feedback_rate: the share of the warm-up's second turns whose target is the fix; the rest
             resubmit the wrong answer unchanged. Below 1 the start policy uses the feedback only
             sometimes, which RL can amplify (docs/rlef.md, the hidden-constant demonstration).
@@ -493,14 +499,6 @@ class RLEFConfig(ExecutionConfig, TrainConfig):
                     "use_peft",
                     "LoRA and sft_warmup_steps together are not supported: rho would not be "
                     "the warmed-up model; warm up in a separate SFT run and start RLEF from its model",
-                )
-            )
-        if self.task_source == "repository" and self.sft_warmup_steps:
-            found.append(
-                (
-                    "sft_warmup_steps",
-                    "the warm-up trains on contest reference solutions; for repository tasks warm up with "
-                    "`swerl train sft` on the rows and start RLEF from its model",
                 )
             )
         return found

@@ -176,6 +176,7 @@ def execution_reward(config: ExecutionConfig) -> ExecutionReward:
         offline=config.execution_offline,
         isolation=config.execution_isolation,
         timeout_s=config.execution_timeout_s,
+        python=config.execution_python,
     )
     return ExecutionReward(
         backend,

@@ -518,33 +518,57 @@ def start_model_path(config: RLEFConfig) -> str:
     return config.model_name_or_path
 
 
-def reference_answer_ids(tokenizer: Any, task: ContestTask, code: str) -> list[int]:
-    """A warm-up target: `code` in one ```python block and the template's end of turn, as ids."""
+def answer_text_ids(tokenizer: Any, task: Task, answer: str) -> list[int]:
+    """A warm-up target: the answer's text and the template's end of turn, as ids."""
     from swerl.trainers.sft import answer_suffix
 
-    answer = f"```python\n{code.rstrip()}\n```"
     return list(
         tokenizer(answer_suffix(tokenizer, task.messages(), answer), add_special_tokens=False)["input_ids"]
     )
 
 
-def sft_warmup(
-    model: Any,
-    tokenizer: Any,
-    tasks: Sequence[ContestTask],
-    config: RLEFConfig,
-    progress: bool = True,
-    judge: Judge | None = None,
-) -> list[dict[str, float]]:
-    """Supervised steps on the reference solutions, so RL starts from a policy that sometimes succeeds.
+def reference_answer_ids(tokenizer: Any, task: ContestTask, code: str) -> list[int]:
+    """A contest warm-up target: `code` in one ```python block and the template's end of turn, as ids."""
+    return answer_text_ids(tokenizer, task, f"```python\n{code.rstrip()}\n```")
 
-    The target is what a good answer looks like: the solution in one ```python block, then the template's
-    end of turn. First turns, and with `sft_fix_dialogs` (and a judge) second turns after a wrong answer
-    and its real feedback (`feedback_fix_dialogs`), so a feedback turn is not a context the policy has
-    never seen. Uses its own short-lived Learner (own learning rate, no checkpoints); the warmed-up model
-    is saved to `start_model_path(config)`, where RLEF's reference is loaded from, now and on resume.
-    At least one task needs a Python solution: `run` checks that before the model loads.
-    """
+
+def repository_warmup_pairs(
+    tokenizer: Any, tasks: Sequence[RepositoryTask], config: RLEFConfig, judge: Judge | None
+) -> list[tuple[list[int], list[int]]]:
+    """The warm-up of repository tasks: first turns with each row's gold answer (`repository_reference`),
+    and with `sft_fix_dialogs` (and a judge) second turns after a wrong constant: the gold answer with
+    `sft_fix_guessed_constants` other rows' constants in place of its own, each followed by its real
+    feedback from the row's public tests, then the fix in a share `sft_fix_feedback_rate` and the wrong
+    answer again in the rest (`swerl.environments.warmup.fix_dialogs`). The hidden-constant rows'
+    analog of the contest warm-up; rows whose gold answer has no integer constant get first turns only."""
+    from functools import partial
+
+    from swerl.environments.warmup import fix_dialogs, guessed_answers, last_integer, repository_reference
+
+    answer_ids = partial(answer_text_ids, tokenizer)
+    renderer = ChatRenderer(tokenizer)
+    references = [repository_reference(task) for task in tasks]
+    pairs = [(renderer.prompt_ids(t), answer_ids(t, r)) for t, r in zip(tasks, references, strict=True)]
+    if not config.sft_fix_dialogs or judge is None:
+        return pairs
+    rng = random.Random(config.seed)
+    pool = list(dict.fromkeys(c for r in references if (c := last_integer(r)) is not None))
+    cases = []
+    for task, reference in zip(tasks, references, strict=True):
+        if last_integer(reference) is None:
+            continue
+        others = [c for c in pool if c != last_integer(reference)]
+        drawn = rng.sample(others, min(config.sft_fix_guessed_constants, len(others)))
+        cases += [(task, wrong, reference) for wrong in guessed_answers(reference, drawn)]
+    fixes = fix_dialogs(renderer, cases, judge, answer_ids, config.sft_fix_feedback_rate, rng)
+    return pairs + [(c, t) for c, t in fixes if len(c) + len(t) <= config.max_seq_length]
+
+
+def contest_warmup_pairs(
+    tokenizer: Any, tasks: Sequence[ContestTask], config: RLEFConfig, judge: Judge | None
+) -> list[tuple[list[int], list[int]]]:
+    """The warm-up of contest problems: first turns with each problem's first Python solution, and with
+    `sft_fix_dialogs` (and a judge) second turns after a corrupted solution (`feedback_fix_dialogs`)."""
     from functools import partial
 
     from swerl.environments.codecontests import feedback_fix_dialogs
@@ -568,6 +592,31 @@ def sft_warmup(
             rng=random.Random(config.seed),
         )
         pairs += [(c, t) for c, t in fixes if len(c) + len(t) <= config.max_seq_length]
+    return pairs
+
+
+def sft_warmup(
+    model: Any,
+    tokenizer: Any,
+    tasks: Sequence[Task],
+    config: RLEFConfig,
+    progress: bool = True,
+    judge: Judge | None = None,
+) -> list[dict[str, float]]:
+    """Supervised steps on the reference solutions, so RL starts from a policy that sometimes succeeds.
+
+    The target is what a good answer looks like: the solution in one ```python block (a repository row's
+    gold patch as SEARCH/REPLACE edits), then the template's end of turn. First turns, and with
+    `sft_fix_dialogs` (and a judge) second turns after a wrong answer and its real feedback
+    (`contest_warmup_pairs`, `repository_warmup_pairs`), so a feedback turn is not a context the policy
+    has never seen. Uses its own short-lived Learner (own learning rate, no checkpoints); the warmed-up model
+    is saved to `start_model_path(config)`, where RLEF's reference is loaded from, now and on resume.
+    A contest problem set needs a Python solution somewhere: `run` checks that before the model loads.
+    """
+    if config.task_source == "repository":
+        pairs = repository_warmup_pairs(tokenizer, tasks, config, judge)
+    else:
+        pairs = contest_warmup_pairs(tokenizer, tasks, config, judge)
     dist = init_distributed()
     sft_config = dataclasses.replace(config, learning_rate=config.sft_learning_rate, warmup_steps=0)
     learner = Learner(model, sft_config, config.sft_warmup_steps, dist)
@@ -635,7 +684,9 @@ def run(
 
     tasks, eval_tasks, default_judge = task_sets(config)
     contests = [task for task in tasks if isinstance(task, ContestTask)]
-    if config.sft_warmup_steps and not any(task.problem.python_solutions for task in contests):
+    # A repository row's reference is its gold patch, which every executable row has.
+    references = config.task_source == "repository" or any(t.problem.python_solutions for t in contests)
+    if config.sft_warmup_steps and not references:
         raise UserError(
             f"train_file {config.train_file}: no problem has a Python reference solution to warm up on "
             f"(sft_warmup_steps {config.sft_warmup_steps}); give problems with solutions or set "
@@ -646,7 +697,7 @@ def run(
     out: dict[str, Any] = {"train_problems": len(tasks), "eval_problems": len(eval_tasks)}
     run_dir = write_config(config)
     if config.sft_warmup_steps and ckpt is None:
-        out["sft"] = sft_warmup(model, tokenizer, contests, config, progress=progress, judge=judge)
+        out["sft"] = sft_warmup(model, tokenizer, tasks, config, progress=progress, judge=judge)
     start = start_model_path(config)
     if ckpt is not None and config.sft_warmup_steps and not (Path(start) / "config.json").exists():
         raise UserError(f"resume_from_checkpoint: {start} (the SFT warm-up's model, RLEF's rho) is missing")

@@ -1,0 +1,93 @@
+"""Warm-up dialogs for any RLEF task: a wrong first answer, its real feedback, then the fix (or not).
+
+RLEF amplifies what the start policy already does sometimes: a policy that never reads the feedback
+never samples an answer that shows reading it pays. The warm-up before RL therefore shows second turns:
+the task's prompt, a wrong answer, exactly the feedback the episode loop would add after it (the task's
+own judge and `Task.outcome`, rendered by `ChatRenderer.feedback_ids`), and as target the reference
+answer in a share of them and the wrong answer again in the rest. Written over the `Task` protocol, so a
+contest problem and a repository row get their warm-up from the same code.
+
+For repository rows the reference is the gold patch as the SEARCH/REPLACE answer a model writes
+(`repository_reference`), and a wrong answer one that writes another constant (`with_constant`): the
+repository analog of a guessed constant in a contest program.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+
+from swerl.edit_format import apply_patch_to_contents, canonical_answer
+from swerl.environments.dialog import ChatRenderer, Judge, Task
+from swerl.environments.repository import RepositoryTask
+
+REFERENCE_THOUGHT = "The issue names what is wrong; change it."
+_INTEGER = re.compile(r"\d+")
+
+WarmupPair = tuple[list[int], list[int]]
+"""(context ids, target ids): only the target is trained on."""
+
+
+def repository_reference(task: RepositoryTask, thought: str = REFERENCE_THOUGHT) -> str:
+    """The row's gold patch as an answer: `canonical_answer` over the files the prompt shows."""
+    new = apply_patch_to_contents(task.code_context, task.instance.patch)
+    changed = {path: text for path, text in new.items() if text is not None}
+    return canonical_answer(task.code_context, changed, thought=thought)
+
+
+def with_constant(text: str, value: int) -> str:
+    """`text` with its last integer literal replaced by `value` (unchanged when it has none)."""
+    literals = list(_INTEGER.finditer(text))
+    if not literals:
+        return text
+    last = literals[-1]
+    return f"{text[: last.start()]}{value}{text[last.end() :]}"
+
+
+def last_integer(text: str) -> int | None:
+    """The last integer literal of `text`: a hidden-constant answer's constant."""
+    literals = _INTEGER.findall(text)
+    return int(literals[-1]) if literals else None
+
+
+def guessed_answers(reference: str, constants: Sequence[int]) -> list[str]:
+    """The reference with each of `constants` other than its own in place of its constant."""
+    own = last_integer(reference)
+    return [with_constant(reference, c) for c in dict.fromkeys(constants) if c != own]
+
+
+def fix_dialogs(
+    renderer: ChatRenderer,
+    cases: Sequence[tuple[Task, str, str]],
+    judge: Judge,
+    answer_ids: Callable[[Task, str], list[int]],
+    feedback_rate: float = 1.0,
+    rng: random.Random | None = None,
+) -> list[WarmupPair]:
+    """Second-turn examples from (task, wrong answer text, reference answer text) cases.
+
+    Each wrong answer is read by its task (`extract`), run on the public tests by `judge`, and its
+    outcome's feedback follows it, as `run_episodes` would write it; a wrong answer that passes the public
+    tests, or whose run gave no verdict, makes no example. The target is the reference in a share
+    `feedback_rate` of the examples (drawn by `rng`; at 1 nothing is drawn) and the wrong answer again
+    in the rest: a start policy that uses the feedback sometimes, which RL can amplify.
+    """
+    rng = rng or random.Random(0)
+    answers = [task.extract(wrong) for task, wrong, _ in cases]
+    jobs = [task.public_job(answer.code) for (task, _, _), answer in zip(cases, answers, strict=True)]
+    results = judge(jobs) if jobs else []
+    out = []
+    for (task, wrong, reference), answer, job, result in zip(cases, answers, jobs, results, strict=True):
+        outcome = task.outcome(answer, job, result)
+        if outcome.passed is not False:
+            continue
+        wrong_ids = answer_ids(task, wrong)
+        context = (
+            renderer.prompt_ids(task)
+            + wrong_ids
+            + renderer.feedback_ids(outcome.feedback or "", wrong_ids, True)
+        )
+        fixed = feedback_rate >= 1.0 or rng.random() < feedback_rate
+        out.append((context, answer_ids(task, reference) if fixed else wrong_ids))
+    return out
