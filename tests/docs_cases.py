@@ -119,6 +119,9 @@ CASES: dict[str, Case] = {
         }
     ),
     "docs/sandbox.md#try-it": Case(status=1),
+    "docs/training.md#a-real-model-smollm2-135m-instruct/2": Case(
+        outputs=("models/smollm2-135m-instruct/conversion.json",)
+    ),
     "docs/training.md#training-grpo-sft-the-learner": Case(
         fill={
             "swerl quickstart ": "swerl quickstart --size small --minutes 0.2 --eval-size 2 --grpo-steps 1 ",

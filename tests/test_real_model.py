@@ -87,12 +87,15 @@ def test_the_conversion_was_checked_and_the_tokens_are_the_real_ones(real_model:
     assert tokenizer.eos_token == tokenizer.pad_token == END and tokenizer.pad_token_id == 2
     assert len(tokenizer) == model.config.vocab_size == 49152
     assert tokenizer.model_max_length == model.config.max_position_embeddings == 8192
-    # No BOS is added by the tokenizer, and the repository markers are single tokens that are not special:
-    # skipping special tokens when decoding an answer keeps them.
+    # No BOS is added by the tokenizer; the repository markers (ids 3-16) are single added tokens, and
+    # decoding with skip_special_tokens (what the rollout engine does) drops them from the text.
     assert encode(tokenizer, "x") == tokenizer("x")["input_ids"]
     ids = encode(tokenizer, "<file_sep>a.py")
     assert ids[0] == tokenizer.convert_tokens_to_ids("<file_sep>") and 3 <= ids[0] <= 16
-    assert tokenizer.decode(ids, skip_special_tokens=True) == "<file_sep>a.py"
+    assert (
+        tokenizer.decode(ids) == "<file_sep>a.py"
+        and tokenizer.decode(ids, skip_special_tokens=True) == "a.py"
+    )
 
 
 def test_swe_rl_prompt_and_answer_under_the_real_template(loaded: Any) -> None:
