@@ -192,21 +192,38 @@ def corrupted_solutions(code: str, constant: bool = True, guesses: Sequence[int]
     range, the feedback's expected output is the only way to the fix."""
     body = code.rstrip()
     variants = [f"{body}\nprint(0)\n", f"answer = solve_input()\n{body}\n"]
-    literals = list(re.finditer(r"\d+", body))
-    if not literals:
+    own = last_integer(body)
+    if own is None:
         return variants
-    last = literals[-1]
-    own = int(last.group())
     wrong = ([own + 1] if constant else []) + [g for g in dict.fromkeys(guesses) if g != own]
-    variants += [f"{body[: last.start()]}{value}{body[last.end() :]}\n" for value in wrong]
+    variants += [f"{with_constant(body, value)}\n" for value in wrong]
     return variants
+
+
+_INTEGER = re.compile(r"\d+")
+
+
+def with_constant(text: str, value: int) -> str:
+    """`text` with its last integer literal replaced by `value` (unchanged when it has none): a
+    hidden-constant answer with another constant, for contest programs and repository answers alike."""
+    literals = list(_INTEGER.finditer(text))
+    if not literals:
+        return text
+    last = literals[-1]
+    return f"{text[: last.start()]}{value}{text[last.end() :]}"
+
+
+def last_integer(text: str) -> int | None:
+    """The last integer literal of `text`: a hidden-constant answer's constant."""
+    literals = _INTEGER.findall(text)
+    return int(literals[-1]) if literals else None
 
 
 def last_constants(codes: Sequence[str]) -> list[int]:
     """The distinct last integer literals of these programs, in order: the constants a model has seen
     written, hence the ones it guesses."""
-    found = (re.findall(r"\d+", code) for code in codes)
-    return list(dict.fromkeys(int(literals[-1]) for literals in found if literals))
+    found = (last_integer(code) for code in codes)
+    return list(dict.fromkeys(value for value in found if value is not None))
 
 
 def feedback_fix_dialogs(

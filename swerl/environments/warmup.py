@@ -15,15 +15,14 @@ repository analog of a guessed constant in a contest program.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Sequence
 
 from swerl.edit_format import apply_patch_to_contents, canonical_answer
+from swerl.environments.codecontests import last_integer, with_constant
 from swerl.environments.dialog import ChatRenderer, Judge, Task
 from swerl.environments.repository import RepositoryTask
 
 REFERENCE_THOUGHT = "The issue names what is wrong; change it."
-_INTEGER = re.compile(r"\d+")
 
 WarmupPair = tuple[list[int], list[int]]
 """(context ids, target ids): only the target is trained on."""
@@ -34,21 +33,6 @@ def repository_reference(task: RepositoryTask, thought: str = REFERENCE_THOUGHT)
     new = apply_patch_to_contents(task.code_context, task.instance.patch)
     changed = {path: text for path, text in new.items() if text is not None}
     return canonical_answer(task.code_context, changed, thought=thought)
-
-
-def with_constant(text: str, value: int) -> str:
-    """`text` with its last integer literal replaced by `value` (unchanged when it has none)."""
-    literals = list(_INTEGER.finditer(text))
-    if not literals:
-        return text
-    last = literals[-1]
-    return f"{text[: last.start()]}{value}{text[last.end() :]}"
-
-
-def last_integer(text: str) -> int | None:
-    """The last integer literal of `text`: a hidden-constant answer's constant."""
-    literals = _INTEGER.findall(text)
-    return int(literals[-1]) if literals else None
 
 
 def guessed_answers(reference: str, constants: Sequence[int]) -> list[str]:
