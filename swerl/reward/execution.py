@@ -76,7 +76,7 @@ from swerl.git import GitError
 from swerl.path_kinds import is_test_path
 
 if TYPE_CHECKING:
-    from swerl.execution.local import LocalBackend
+    from swerl.execution.local import EvalRun, LocalBackend
 
 Kind = Literal["resolved", "unresolved", "malformed", "not_executable", "infra_error"]
 CANNOT_JUDGE = ("gold_unresolved", "no_test_results")
@@ -318,14 +318,15 @@ class ExecutionReward:
             self._gold = GoldChecks(self.backend, self.backend.repos.root.parent / "gold")
         return self._gold
 
-    def _judgeable(self, instance: Instance, result: ExecutionResult) -> ExecutionResult:
+    def _judgeable(self, instance: Instance, result: ExecutionResult, run: EvalRun | None) -> ExecutionResult:
         """`result`, or an infrastructure error where the gold patch does not resolve here either: an
         answer's failure (or its run without results) then says nothing about the answer. Only asked of
         a verdict that rests on the tests' outcomes (an empty answer, a patch that does not apply or does
-        not build is the answer's own)."""
+        not build is the answer's own). `run`: the answer's evaluation where the answer is the gold patch,
+        which then is the gold patch's run (not made a second time)."""
         if result.kind != "unresolved" or result.error not in (None, "no_test_results", "witness_veto"):
             return result
-        known = self.gold_checks().failures(instance)
+        known = self.gold_checks().failures(instance, run)
         if not known:
             return result
         why = str(cannot_judge(known)["error"])
@@ -349,7 +350,8 @@ class ExecutionReward:
                     (folder / "run_instance.log").write_text(traceback.format_exc(), encoding="utf-8")
                 error = "env_build_failed" if isinstance(err, EnvSetupError) else "harness_raised"
                 return ExecutionResult(None, "infra_error", error, said)
-        result = self._judgeable(instance, self._verdict(instance, run.log, run.report))
+        gold_run = run if patch == instance.patch else None
+        result = self._judgeable(instance, self._verdict(instance, run.log, run.report), gold_run)
         result.log, result.statuses = run.log, dict(run.statuses)
         return result
 
