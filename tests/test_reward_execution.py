@@ -623,6 +623,18 @@ def test_reward_score_hybrid_and_execution_record_the_kind_per_row(
     last = json.loads((tmp_path / "e.jsonl").read_text().splitlines()[-1])
     assert last["reward"] is None and last["reward_info"]["kind"] == "not_executable"
     assert last["reward_info"]["error"] == "no_instance"
+    # The trainer's weak-test keys as flags: a weak row is not run, a resolved answer earns its strength.
+    measured = [{**swe, "model_patch": inst.patch, "test_strength": s} for s in (0.75, 0.25)]
+    src.write_text("".join(json.dumps(r) + "\n" for r in measured), encoding="utf-8")
+    strength = ["--execution-min-test-strength", "0.5", "--execution-strength-weight"]
+    out = tmp_path / "s.jsonl"
+    assert main(["reward", "score", "--reward", "execution", "--output", str(out), *strength, *common]) == 0
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["reward"], r["reward_info"]["kind"]) for r in scored] == [
+        (0.75, "resolved"),
+        (None, "not_executable"),
+    ]
+    assert scored[1]["reward_info"]["error"] == "weak_tests"
 
 
 def _grpo_rows(inst: Instance) -> list[dict[str, object]]:
