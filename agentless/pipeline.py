@@ -13,7 +13,7 @@ import json
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ from agentless.stages import StageFile
 from swerl.edit_format import PatchApplyError, PromptStyle, apply_patch_to_contents, build_messages
 from swerl.errors import UserError
 from swerl.execution.base import ExecutionBackend
+from swerl.execution.dispatch import Dispatch
 from swerl.execution.instances import Instance
 from swerl.git.clones import RepoCache
 from swerl.rollout.openai_client import CompletionServerError
@@ -114,6 +115,9 @@ class Context:
     indexes: IndexCache
     sampler: TextSampler | None = None
     backend: ExecutionBackend | None = None
+    feedback_dispatch: Dispatch = field(default_factory=Dispatch)
+    """Where the feedback turns' test runs go (threads or Ray tasks, how many at a time): not an option
+    of any stage, since it changes where the runs happen, not what they give."""
     log: Callable[[str], None] = lambda message: print(message, file=sys.stderr)
 
 
@@ -442,7 +446,7 @@ def feedback(
     episodes = state["episodes"]
     # Each phase saves its state when it moved an episode on (a resumed phase may have nothing to do).
     while any(e["stopped"] is None for e in episodes):
-        if turns.give_feedback(inst, ctx.backend, tests, episodes, cfg.feedback_turns):
+        if turns.give_feedback(inst, ctx.backend, tests, episodes, cfg.feedback_turns, ctx.feedback_dispatch):
             save(state)
         sampler, new_tokens = ctx.sampler, cfg.max_new_tokens
         if turns.answer_again(sampler, messages, episodes, read, max_new_tokens=new_tokens, seed=cfg.seed):

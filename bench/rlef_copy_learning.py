@@ -34,10 +34,11 @@ from typing import Any
 import torch
 
 from swerl.cli.args import nonnegative_int, output_dir, positive_float, positive_int
-from swerl.environments.codecontests import ChatRenderer, feedback_fix_dialogs, sandbox_judge
+from swerl.environments.codecontests import ChatRenderer, sandbox_judge
+from swerl.environments.warmup import feedback_fix_dialogs
 from swerl.models.loading import load_model_and_tokenizer
 from swerl.trainers.common import completion_logprobs, pack_sequences
-from swerl.trainers.rlef import load_tasks, reference_answer_ids
+from swerl.trainers.rlef import answer_text_ids, load_tasks
 
 
 def constant_position(target: list[int], digits: set[int]) -> int:
@@ -52,7 +53,7 @@ def contest_examples(tokenizer: Any, family: str) -> list[tuple[list[int], list[
         ChatRenderer(tokenizer),
         tasks,
         sandbox_judge(),
-        partial(reference_answer_ids, tokenizer),
+        partial(answer_text_ids, tokenizer),
         constant=False,
         guesses=7,
         feedback_rate=1.0,

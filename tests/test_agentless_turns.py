@@ -13,6 +13,7 @@ from agentless.demo import GOLD_ANSWER, build_demo
 from agentless.pipeline import Context, RunConfig, run, stage_path
 from agentless.repair import turns
 from swerl.execution.base import TestRun
+from swerl.execution.dispatch import Dispatch
 from swerl.execution.instances import Instance
 from tests.test_agentless_e2e import REPRO_TEST, ScriptedEngine, _context, needs_bwrap
 
@@ -167,6 +168,26 @@ def test_a_turn_runs_each_distinct_patch_once_and_leaves_infra_errors_without_fe
     # Run again (a resumed phase): the episodes with feedback wait for their answers; nothing runs.
     turns.give_feedback(instance, backend, tests, episodes, max_turns=2)
     assert len(backend.patches) == 4
+
+
+def test_a_turn_runs_where_its_dispatch_says_with_the_reproduction_files_after_the_answer() -> None:
+    instance = Instance("i", "o/r", "0" * 40, "issue")
+    tests = turns.PublicTests(("t.py::a",), ("test_swerl_reproduction_0.py",), "repro\n")
+    seen: list[tuple[str, ...]] = []
+
+    class Recording(ScriptedBackend):
+        def run_tests(self, instance: Instance, tests: Sequence[str], patches: Sequence[str] = ()) -> TestRun:
+            seen.append((*tests, *patches))
+            return super().run_tests(instance, tests, patches)
+
+    episodes = [_episode(0, "infra\n"), _episode(1, "good\n"), _episode(2, "good\n")]
+    turns.give_feedback(instance, Recording(), tests, episodes, 2, Dispatch(workers=2, retries=0))
+    # retries=0: the raising run is not tried again; the same patch twice runs once.
+    assert sorted(seen) == [
+        ("t.py::a", "test_swerl_reproduction_0.py", "good\n", "repro\n"),
+        ("t.py::a", "test_swerl_reproduction_0.py", "infra\n", "repro\n"),
+    ]
+    assert [e["stopped"] for e in episodes] == ["infra_error", "passed", "passed"]
 
 
 class BaseBackend:

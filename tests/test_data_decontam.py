@@ -152,6 +152,11 @@ def test_a_renamed_clone_without_remote_yields_no_rows_and_says_why(upstream, tm
     report = capsys.readouterr().err
     assert "rows: 0" in report
     assert "local/my-project is the SWE-bench repository acme/widgets" in report
+    # The same command again (the run is finished): the same report, the exclusion said again.
+    assert swerl_main(["data", *common, "--out", str(tmp_path / "out")]) == 0
+    again = capsys.readouterr().err
+    assert "rows: 0" in again
+    assert "local/my-project is the SWE-bench repository acme/widgets" in again
     assert swerl_main(["data", *common, "--out", str(tmp_path / "kept"), "--no-decontaminate"]) == 0
     assert "rows: 0" not in capsys.readouterr().err
 

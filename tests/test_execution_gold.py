@@ -33,16 +33,6 @@ def _wrong() -> str:
 
 def test_where_the_gold_patch_needs_the_network_no_answer_scores_zero(tmp_path: Path) -> None:
     reward, inst = build_calc(tmp_path, {"tests/conftest.py": NEEDS_NETWORK})
-    results = reward.score_group(inst, [inst.patch, _wrong(), ""])
-    gold, wrong, empty = results
-    for result in (gold, wrong):
-        assert (result.reward, result.kind, result.error) == (None, "infra_error", "gold_unresolved")
-        assert "need the network" in str(result.message) and result.attempts == 1  # known: not retried
-    assert (empty.reward, empty.kind) == (0.0, "unresolved")  # no patch at all is wrong anywhere
-    checked = list((tmp_path / "gold" / inst.instance_id).glob("*/report.json"))
-    assert len(checked) == 1  # the gold patch was run once for the group, and kept
-
-    # A fresh reward over the same cache asks the kept verdict: no test runs again.
     calls: list[str] = []
 
     class Counting:
@@ -50,11 +40,24 @@ def test_where_the_gold_patch_needs_the_network_no_answer_scores_zero(tmp_path: 
             self.repos = reward.backend.repos
 
         def evaluate(self, *args: object) -> object:
-            calls.append(str(args[1])[:10])
+            calls.append("gold" if args[1] == inst.patch else "other")
             return reward.backend.evaluate(*args)  # type: ignore[arg-type]
 
+    counting = type(reward)(Counting())  # type: ignore[arg-type]
+    results = counting.score_group(inst, [inst.patch, _wrong(), ""])
+    gold, wrong, empty = results
+    for result in (gold, wrong):
+        assert (result.reward, result.kind, result.error) == (None, "infra_error", "gold_unresolved")
+        assert "need the network" in str(result.message) and result.attempts == 1  # known: not retried
+    assert (empty.reward, empty.kind) == (0.0, "unresolved")  # no patch at all is wrong anywhere
+    # The gold answer's run is the gold check's: one run of the gold patch for the group, kept with its log.
+    assert sorted(calls) == ["gold", "other"]
+    checked = list((tmp_path / "gold" / inst.instance_id).glob("*/test_output.txt"))
+    assert len(checked) == 1 and checked[0].read_text() == gold.log
+
+    # A fresh reward over the same cache asks the kept verdict: no test runs again.
     again = type(reward)(Counting())  # type: ignore[arg-type]
-    assert again.score_patch(inst, _wrong()).error == "gold_unresolved" and len(calls) == 1
+    assert again.score_patch(inst, _wrong()).error == "gold_unresolved" and calls[2:] == ["other"]
 
 
 def test_where_the_tests_give_no_results_here_the_reward_is_null_and_evaluate_cannot_judge(

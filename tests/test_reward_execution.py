@@ -8,10 +8,12 @@ hack of an answer that changes how the tests run instead of the code scores 0.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -520,6 +522,43 @@ def test_a_task_whose_ray_worker_dies_is_an_infra_error_left_out_of_the_advantag
     assert _without_infra_errors([r.reward for r in scored], scored, 3) == [1.0, 0.0, 0.5]
 
 
+def test_the_ray_engine_runs_named_tests_too_each_distinct_job_once(tmp_path: Path, local_ray: None) -> None:
+    """The runs Agentless's repair turns make (a patch on named tests, with extra patches after it) go
+    through the same machinery: distinct jobs once, on Ray tasks, a raising run tried again and then no
+    verdict, a lost worker no verdict; counted by the files each run leaves (Ray's workers are other
+    processes)."""
+    from swerl.execution.base import TestRun
+    from swerl.execution.dispatch import Dispatch, TestJob, run_jobs
+
+    class Marking:  # a local class: Ray's pickler sends it by value
+        def __init__(self, folder: Path) -> None:
+            self.folder = folder
+
+        def run_tests(self, instance: Instance, tests: list[str], patches: list[str]) -> TestRun:
+            (self.folder / f"{patches[0].strip()}-{uuid.uuid4().hex}").touch()
+            if patches[0].startswith("infra"):
+                raise OSError("the sandbox did not start")
+            if patches[0].startswith("die"):
+                os._exit(1)
+            return TestRun("ok", {t: "PASSED" for t in tests}, log=f"{os.getpid()} {patches[1:]}")
+
+    inst = Instance("i", "o/r", "0" * 40, "issue")
+    job = functools.partial(TestJob, inst, tests=("t.py::a", "repro.py"), extra=("repro\n",))
+    jobs = [job("good\n"), job("good\n \n"), job("infra\n"), job("die\n"), job("good\n", tests=("t.py::a",))]
+    runs = run_jobs(Marking(tmp_path), jobs, Dispatch("ray", workers=2, retries=1))
+    assert [r and sorted(r.results) for r in runs] == [
+        ["repro.py", "t.py::a"],
+        ["repro.py", "t.py::a"],  # the same change: the first one's run
+        None,  # raised twice: no verdict
+        None,  # its worker died twice (Ray started it again once): no verdict
+        ["t.py::a"],  # other tests: another run
+    ]
+    assert runs[0] is runs[1] and runs[0].log.endswith("['repro\\n']")  # type: ignore[union-attr]
+    assert int(runs[0].log.split()[0]) != os.getpid()  # type: ignore[union-attr]
+    marks = sorted(p.name.split("-")[0] for p in tmp_path.iterdir())
+    assert marks == ["die", "die", "good", "good", "infra", "infra"]
+
+
 def test_the_ray_engine_without_ray_says_how_to_install_it(
     setup: tuple[ExecutionReward, Instance], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -584,6 +623,18 @@ def test_reward_score_hybrid_and_execution_record_the_kind_per_row(
     last = json.loads((tmp_path / "e.jsonl").read_text().splitlines()[-1])
     assert last["reward"] is None and last["reward_info"]["kind"] == "not_executable"
     assert last["reward_info"]["error"] == "no_instance"
+    # The trainer's weak-test keys as flags: a weak row is not run, a resolved answer earns its strength.
+    measured = [{**swe, "model_patch": inst.patch, "test_strength": s} for s in (0.75, 0.25)]
+    src.write_text("".join(json.dumps(r) + "\n" for r in measured), encoding="utf-8")
+    strength = ["--execution-min-test-strength", "0.5", "--execution-strength-weight"]
+    out = tmp_path / "s.jsonl"
+    assert main(["reward", "score", "--reward", "execution", "--output", str(out), *strength, *common]) == 0
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["reward"], r["reward_info"]["kind"]) for r in scored] == [
+        (0.75, "resolved"),
+        (None, "not_executable"),
+    ]
+    assert scored[1]["reward_info"]["error"] == "weak_tests"
 
 
 def _grpo_rows(inst: Instance) -> list[dict[str, object]]:

@@ -105,15 +105,16 @@ def test_wrong_constant_variant_changes_only_the_last_literal() -> None:
 
 def test_fix_dialogs_show_real_feedback_then_the_reference(tiny_dir: Path) -> None:
     """Multi-turn warm-up examples: a wrong answer, the sandbox's feedback on it, the reference as target."""
-    from swerl.environments.codecontests import ChatRenderer, corrupted_solutions, feedback_fix_dialogs
+    from swerl.environments.codecontests import ChatRenderer, corrupted_solutions
+    from swerl.environments.warmup import feedback_fix_dialogs
     from swerl.models.loading import load_model_and_tokenizer
 
     _, tokenizer = load_model_and_tokenizer(str(tiny_dir))
     tasks = [ContestTask(p) for p in load_problems(bundled_path("train")).problems[:3]]
     renderer = ChatRenderer(tokenizer)
 
-    def answer_ids(task: ContestTask, code: str) -> list[int]:
-        return list(tokenizer(f"```python\n{code}```<|im_end|>", add_special_tokens=False)["input_ids"])
+    def answer_ids(task: ContestTask, text: str) -> list[int]:
+        return list(tokenizer(f"{text}<|im_end|>", add_special_tokens=False)["input_ids"])
 
     pairs = feedback_fix_dialogs(renderer, tasks, sandbox_judge(), answer_ids)
     variants = [t for t in tasks for _ in corrupted_solutions(t.problem.python_solutions[0])]
@@ -134,15 +135,16 @@ def test_guessed_constant_fixes_read_the_feedback_and_some_resubmit(tiny_dir: Pa
     the targets are the fix, the rest the wrong answer resubmitted."""
     import random
 
-    from swerl.environments.codecontests import ChatRenderer, feedback_fix_dialogs, last_constants
+    from swerl.environments.codecontests import ChatRenderer, last_constants
+    from swerl.environments.warmup import feedback_fix_dialogs, program_answer
     from swerl.models.loading import load_model_and_tokenizer
 
     _, tokenizer = load_model_and_tokenizer(str(tiny_dir))
     tasks = [ContestTask(p) for p in load_problems(bundled_path("hidden_train")).problems[::4]]
     renderer = ChatRenderer(tokenizer)
 
-    def answer_ids(task: ContestTask, code: str) -> list[int]:
-        return list(tokenizer(f"```python\n{code}```<|im_end|>", add_special_tokens=False)["input_ids"])
+    def answer_ids(task: ContestTask, text: str) -> list[int]:
+        return list(tokenizer(f"{text}<|im_end|>", add_special_tokens=False)["input_ids"])
 
     args = (renderer, tasks, sandbox_judge(), answer_ids, False)
     pairs = feedback_fix_dialogs(*args, guesses=3, feedback_rate=0.25, rng=random.Random(0))
@@ -158,15 +160,49 @@ def test_guessed_constant_fixes_read_the_feedback_and_some_resubmit(tiny_dir: Pa
             guess = last_constants([code])[0]
             assert guess != k and f"Expected output:\n```\n{k}\n```" in dialog
             wrong_by_k.setdefault(k, set()).add(guess)
-        is_fix = target == answer_ids(task, task.problem.python_solutions[0])
-        assert is_fix or target == answer_ids(task, code)
+        is_fix = target == answer_ids(task, program_answer(task.problem.python_solutions[0]))
+        assert is_fix or target == answer_ids(task, program_answer(code))
         fixed += is_fix
     assert 0.15 < fixed / len(pairs) < 0.35
     assert all(len(guesses) >= 4 for guesses in wrong_by_k.values())  # spread, not one shortcut
     always = feedback_fix_dialogs(*args, guesses=3, rng=random.Random(0))
     assert [t for _, t in always] == [
-        answer_ids(task, task.problem.python_solutions[0]) for task in tasks for _ in range(5)
+        answer_ids(task, program_answer(task.problem.python_solutions[0])) for task in tasks for _ in range(5)
     ]
+
+
+class TextRenderer:
+    """A renderer of characters (no tokenizer): the dialogs' texts themselves, pinned below."""
+
+    def prompt_ids(self, task: ContestTask) -> list[int]:
+        return [ord(c) for c in task.messages()[0]["content"]]
+
+    def feedback_ids(self, feedback: str, answer_ids: list[int], stopped: bool) -> list[int]:
+        return [ord(c) for c in f"<user>{feedback}<assistant>"]
+
+
+def test_contest_fix_dialogs_on_a_fixed_seed_are_pinned() -> None:
+    """The contest warm-up's dialogs on seed 0 (guessed constants drawn, a share of fixes drawn): the
+    same, text for text, as when the contest code had its own copy of the dialog builder, so the
+    contests demo's warm-up (and what it learns) does not move."""
+    import hashlib
+    import random
+
+    from swerl.environments.warmup import feedback_fix_dialogs, program_answer
+
+    tasks = [ContestTask(p) for p in load_problems(bundled_path("hidden_train")).problems[::8]]
+
+    def answer_ids(task: ContestTask, text: str) -> list[int]:
+        return [ord(c) for c in f"{text}<end>"]
+
+    args = (TextRenderer(), tasks, sandbox_judge(), answer_ids)
+    pairs = feedback_fix_dialogs(*args, guesses=3, feedback_rate=0.5, rng=random.Random(0))  # type: ignore[arg-type]
+    text = "\n".join("".join(map(chr, c)) + "=>" + "".join(map(chr, t)) for c, t in pairs)
+    fixes = {tuple(answer_ids(task, program_answer(task.problem.python_solutions[0]))) for task in tasks}
+    assert (len(pairs), sum(tuple(t) in fixes for _, t in pairs)) == (72, 50)
+    assert hashlib.sha256(text.encode()).hexdigest() == (
+        "e6d4811233692b518fdc7333d92a69012bdb7e9f3ae49f0a0aa53f5410fb236f"
+    )
 
 
 def test_short_learning_run(tiny_dir: Path, tmp_path: Path) -> None:

@@ -23,7 +23,6 @@ the phase in flight; the last row of an instance wins and `done` says it has not
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,8 +44,9 @@ from swerl.environments.repository import (
     render_test_feedback,
 )
 from swerl.execution.base import ExecutionBackend, TestRun
+from swerl.execution.dispatch import Dispatch, TestJob, run_jobs
 from swerl.execution.instances import Instance
-from swerl.reward.execution import ExecutionResult, normalized_patch
+from swerl.reward.execution import ExecutionResult
 
 Row = dict[str, Any]
 STOPS = ("passed", "no_tests", "max_turns", "infra_error", "prompt_too_long")
@@ -78,6 +78,12 @@ class PublicTests:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> PublicTests:
         return cls(tuple(row["regression"]), tuple(row["reproduction"]), str(row["reproduction_patch"]))
+
+    def job(self, instance: Instance, patch: str) -> TestJob:
+        """The run of `patch` on these tests: the regression tests by id, the reproduction tests' files
+        (added by their patch, after the answer's)."""
+        extra = (self.reproduction_patch,) if self.reproduction_patch else ()
+        return TestJob(instance, patch, (*self.regression, *self.reproduction), extra)
 
     def failures(self, run: TestRun) -> list[str]:
         """The public tests `run` did not pass (a reproduction file counts as one)."""
@@ -140,38 +146,6 @@ def render_feedback(
     return render_test_feedback(result, job, max_chars)
 
 
-# -- running the public tests ---------------------------------------------------------------------------
-
-
-def run_distinct(
-    instance: Instance,
-    backend: ExecutionBackend,
-    tests: PublicTests,
-    patches: Sequence[str],
-    *,
-    workers: int = 1,
-    retries: int = 1,
-) -> list[TestRun | None]:
-    """Each patch's run on the public tests; identical normalized patches run once. None: the run
-    raised `1 + retries` times (an environment or sandbox failure), which is no verdict on the patch."""
-    ids = [*tests.regression, *tests.reproduction]
-    extra = [tests.reproduction_patch] if tests.reproduction_patch else []
-
-    def one(patch: str) -> TestRun | None:
-        for _ in range(1 + max(0, retries)):
-            try:
-                return backend.run_tests(instance, ids, [patch, *extra])
-            except Exception:  # not the answer's fault: no feedback on it
-                continue
-        return None
-
-    distinct = list(dict.fromkeys(normalized_patch(p) for p in patches))
-    first = {normalized_patch(p): p for p in reversed(patches)}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        runs = dict(zip(distinct, pool.map(lambda key: one(first[key]), distinct), strict=True))
-    return [runs[normalized_patch(p)] for p in patches]
-
-
 # -- episodes -------------------------------------------------------------------------------------------
 
 
@@ -208,9 +182,14 @@ def give_feedback(
     tests: PublicTests,
     episodes: Sequence[Row],
     max_turns: int,
+    dispatch: Dispatch | None = None,
 ) -> int:
     """The run phase of a turn, in place: each open episode's last answer is run (or judged unusable)
-    and either ends the episode or gets its feedback. Returns how many episodes it moved on."""
+    and either ends the episode or gets its feedback. Returns how many episodes it moved on.
+
+    The runs go through the execution reward's machinery (`swerl.execution.dispatch`, where `dispatch`
+    says: default one thread): each distinct patch once; a run the backend raised on is tried once
+    more, then ends the episode without feedback (`infra_error`: no verdict on the answer)."""
     open_ = [e for e in episodes if e["stopped"] is None and "feedback" not in e["turns"][-1]]
     for episode in open_:
         if len(episode["turns"]) > max_turns:
@@ -223,7 +202,8 @@ def give_feedback(
         runs: list[TestRun | None] = []
         patched = []
     else:
-        runs = run_distinct(instance, backend, tests, [e["turns"][-1]["patch"] for e in patched])
+        jobs = [tests.job(instance, e["turns"][-1]["patch"]) for e in patched]
+        runs = run_jobs(backend, jobs, dispatch)
     for episode, run in zip(patched, runs, strict=True):
         turn = episode["turns"][-1]
         if run is None:

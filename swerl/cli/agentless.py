@@ -224,6 +224,21 @@ def register(groups: argparse._SubParsersAction) -> None:
         "their failures go back to the model, up to N times, before rerank (default: 0, one answer)",
     )
     run.add_argument(
+        "--feedback-workers",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="feedback turns: distinct patches whose tests run at once (default: 1)",
+    )
+    run.add_argument(
+        "--feedback-engine",
+        choices=("threads", "ray"),
+        default="threads",
+        help="feedback turns: threads run the tests on this machine; ray makes each distinct patch's run a "
+        "Ray task of one CPU and no GPU (the cluster of RAY_ADDRESS, else a local instance of "
+        "--feedback-workers CPUs; pip install 'swerl[ray]')",
+    )
+    run.add_argument(
         "--backend",
         choices=("local", "docker"),
         default="local",
@@ -500,6 +515,7 @@ def _local_model(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     from agentless.pipeline import claim_stages, run, run_localization, stage_path
     from agentless.stages import StageFile
+    from swerl.execution.dispatch import Dispatch
 
     _local_model(args)
     if args.regression_model_filter and not (args.regression or args.regression_from_gold_pass_to_pass):
@@ -542,6 +558,7 @@ def _run(args: argparse.Namespace) -> int:
     # Stage rows of other options are refused before the model loads.
     claim_stages(args.out, cfg, cfg.stages())
     ctx = _context(args, _sampler(args), _backend(args))
+    ctx.feedback_dispatch = Dispatch(args.feedback_engine, args.feedback_workers)
     predictions = run(instances, args.out, ctx, cfg)
     with predictions.open(encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]

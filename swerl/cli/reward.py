@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from swerl.cli.args import existing_dir, existing_file, output_dir, output_file, positive_int
+from swerl.cli.args import existing_dir, existing_file, output_dir, output_file, positive_int, unit_interval
 from swerl.errors import UserError
 
 SAMPLE = "reward_sample.jsonl"
@@ -87,6 +87,19 @@ def _add_execution_options(parser: argparse.ArgumentParser) -> None:
         help="threads: the tests run on this machine; ray: each distinct answer of a row is a Ray task of "
         "one CPU (the cluster of RAY_ADDRESS, else a local instance of --execution-workers CPUs; "
         "pip install 'swerl[ray]')",
+    )
+    group.add_argument(
+        "--execution-min-test-strength",
+        type=unit_interval,
+        metavar="X",
+        help="a row whose test_strength (swerl data validate --mutants: the share of altered gold patches "
+        "its tests reject) is below X, or that has none, is not executable (weak_tests): reward null under "
+        "--reward execution, the similarity reward under hybrid (default: off)",
+    )
+    group.add_argument(
+        "--execution-strength-weight",
+        action="store_true",
+        help="a resolved answer earns its row's test_strength instead of 1 (a row without one: 1)",
     )
     group.add_argument(
         "--cache-dir",
@@ -178,6 +191,8 @@ def _run_score(args: argparse.Namespace) -> int:
             workers=args.execution_workers,
             log_dir=args.log_dir,
             engine=args.execution_engine,
+            min_test_strength=args.execution_min_test_strength,
+            strength_weight=args.execution_strength_weight,
         )
         summary = score_file_mixed(args.input, args.output, args.reward, _config(args), execution)
         print(summary.report(), file=sys.stderr)

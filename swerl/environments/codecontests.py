@@ -11,9 +11,8 @@ The episode loop and its records used to live here and are still importable from
 
 from __future__ import annotations
 
-import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from swerl.codecontests.checker import outputs_match
@@ -57,7 +56,6 @@ __all__ = [
     "corrupted_solutions",
     "docstring_examples",
     "evaluate_dialogs",
-    "feedback_fix_dialogs",
     "last_constants",
     "run_episodes",
     "sandbox_judge",
@@ -224,50 +222,3 @@ def last_constants(codes: Sequence[str]) -> list[int]:
     written, hence the ones it guesses."""
     found = (last_integer(code) for code in codes)
     return list(dict.fromkeys(value for value in found if value is not None))
-
-
-def feedback_fix_dialogs(
-    renderer: ChatRenderer,
-    tasks: Sequence[ContestTask],
-    judge: Judge,
-    answer_ids: Callable[[Task, str], list[int]],
-    constant: bool = True,
-    guesses: int = 0,
-    feedback_rate: float = 1.0,
-    rng: random.Random | None = None,
-) -> list[tuple[list[int], list[int]]]:
-    """Second-turn SFT examples: (prompt, wrong answer, its real feedback) -> the fix, or the wrong answer.
-
-    Each task's first reference solution is corrupted (`corrupted_solutions`; with `guesses` > 0 also
-    with that many other tasks' constants, drawn by `rng`) and the variants are run on the public tests by
-    `judge`; the ones that really fail become the first answer of a dialog, followed by exactly the
-    feedback ids `run_episodes` would add. `answer_ids(task, code)` gives an answer's ids with its end of
-    turn. Returns (context ids, target ids); only the target is meant to be trained on.
-
-    The target is the reference (the feedback used) in a share `feedback_rate` of the dialogs, drawn by
-    `rng`, and the wrong answer resubmitted unchanged (the feedback ignored) in the rest. Why a share
-    below 1: a warm-up that always shows the fix teaches the skill outright, so RL has nothing left to
-    add; one that never shows it leaves a tiny model a behaviour it may never find by sampling. In
-    between, the start policy uses the feedback sometimes, and RL, rewarded by the private tests only,
-    can amplify it.
-    """
-    rng = rng or random.Random(0)
-    solutions = [task.problem.python_solutions[:1] for task in tasks]
-    pool = last_constants([code for codes in solutions for code in codes])
-    cases = []
-    for task, codes in zip(tasks, solutions, strict=True):
-        for solution in codes:
-            others = [g for g in pool if g not in last_constants([solution])]
-            drawn = rng.sample(others, min(guesses, len(others)))
-            cases += [(task, solution, wrong) for wrong in corrupted_solutions(solution, constant, drawn)]
-    jobs = [task.public_job(wrong) for task, _, wrong in cases]
-    out = []
-    for (task, solution, wrong), job, results in zip(cases, jobs, judge(jobs) if jobs else [], strict=True):
-        feedback = render_feedback(job.tests, results)
-        if feedback is None:  # the variant passes the public tests: nothing to fix
-            continue
-        wrong_ids = answer_ids(task, wrong)
-        context = renderer.prompt_ids(task) + wrong_ids + renderer.feedback_ids(feedback, wrong_ids, True)
-        fixed = feedback_rate >= 1.0 or rng.random() < feedback_rate  # at 1, no draw: earlier runs replay
-        out.append((context, answer_ids(task, solution) if fixed else wrong_ids))
-    return out

@@ -44,7 +44,7 @@ from swerl.execution.instances import Instance
 from swerl.jsonl import load_json, read_records
 
 if TYPE_CHECKING:
-    from swerl.execution.local import LocalBackend
+    from swerl.execution.local import EvalRun, LocalBackend
 
 
 class HarnessUnavailable(UserError, RuntimeError):
@@ -300,6 +300,20 @@ def _judge(
         # sandbox that did not start: this run's failure, never the instance's environment failure.
         said = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}"
         return {"instance_id": inst.instance_id, "status": "error", "resolved": False, "error": said}
+    return _judge_run(inst, pred, run, logs, env_failures, gold_failures)
+
+
+def _judge_run(
+    inst: Instance,
+    pred: dict[str, Any],
+    run: EvalRun,
+    logs: Path,
+    env_failures: dict[str, Any],
+    gold_failures: GoldFailures | None = None,
+) -> dict[str, Any]:
+    """The row of `pred`'s run, whose log is `logs/test_output.txt` (read again to grade without the
+    tests that fail here)."""
+    patch = str(pred["model_patch"])
     report = run.report
     tests = report.get("tests_status", {})
     row: dict[str, Any] = {"instance_id": inst.instance_id, "plan": run.plan.source, "tests_status": tests}
@@ -470,27 +484,31 @@ class GoldChecks:
     _locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def failures(self, instance: Instance) -> dict[str, str] | None:
+    def failures(self, instance: Instance, run: EvalRun | None = None) -> dict[str, str] | None:
         """The tests this machine fails with the gold patch (`ALL_TESTS` where they give no results or
         the gold patch does not build here); {} where it resolves or the row is validated; None where the
-        gold run itself failed (no environment, a lost sandbox), which says nothing either way."""
+        gold run itself failed (no environment, a lost sandbox), which says nothing either way.
+
+        `run`: an evaluation of the gold patch made already (the execution reward's, of an answer that
+        is the gold patch), judged and kept where no verdict is known yet, instead of another run."""
         if instance.extra.get("env_recipe") or not instance.patch.strip():
             return {}
-        row = self.row(instance)
+        row = self.row(instance, run)
         if row["status"] == "error" and not row.get("cannot_judge"):
             return None
         return dict(row.get("env_failures") or {})
 
-    def row(self, instance: Instance) -> dict[str, Any]:
-        """The gold patch's row, judged once per instance (two threads asking at once run it once)."""
+    def row(self, instance: Instance, run: EvalRun | None = None) -> dict[str, Any]:
+        """The gold patch's row, judged once per instance (two threads asking at once run it once), from
+        `run` where one is given (see `failures`)."""
         with self._lock:
             lock = self._locks.setdefault(instance.instance_id, threading.Lock())
         with lock:
             if instance.instance_id not in self._rows:
-                self._rows[instance.instance_id] = self._judged(instance)
+                self._rows[instance.instance_id] = self._judged(instance, run)
             return self._rows[instance.instance_id]
 
-    def _judged(self, instance: Instance) -> dict[str, Any]:
+    def _judged(self, instance: Instance, run: EvalRun | None) -> dict[str, Any]:
         what = [instance.base_commit, instance.patch, instance.test_patch, *instance.fail_to_pass, "|"]
         what += [*instance.pass_to_pass, str(instance.extra.get("eval_script") or "")]
         digest = hashlib.sha256("\n".join(what).encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -504,7 +522,12 @@ class GoldChecks:
             "model_name_or_path": "gold",
             "model_patch": instance.patch,
         }
-        row = _judge(instance, pred, self.backend, logs, {})
+        if run is None:
+            row = _judge(instance, pred, self.backend, logs, {})
+        else:
+            (logs / "patch.diff").write_text(instance.patch, encoding="utf-8")
+            (logs / "test_output.txt").write_text(run.log, encoding="utf-8")
+            row = _judge_run(instance, pred, run, logs, {})
         text = json.dumps({**row, "verdict_key": digest}, indent=2, sort_keys=True) + "\n"
         tmp = logs / f".report.json.{os.getpid()}.{threading.get_ident()}"
         tmp.write_text(text, encoding="utf-8")

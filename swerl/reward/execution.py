@@ -36,18 +36,15 @@ so an answer that only changes how the tests run scores 0; the dropped paths are
 Code that rewrites pytest's outcomes from inside its process is met by the backend's test-outcome
 witness (`swerl.execution.witness`): a pass it does not confirm is vetoed (`witness_veto`).
 
-Where the tests run (`engine`): `threads` runs a group's distinct patches on this machine, `workers` at
-a time (each run is a sandboxed process, so threads suffice); `ray` makes each one a Ray task that asks
-for one CPU and no GPU, so a cluster's CPU nodes run the tests and the training GPUs never do. Ray is
-imported only then (`pip install 'swerl[ray]'`): `ray.init()` joins the cluster `RAY_ADDRESS` names,
-else starts a local instance with `workers` CPUs. A task builds its own copy of the backend, so each
-node keeps mirrors and environments under the same cache path (shared storage, or one cache per node
-that each fills once).
+Where the tests run (`engine`, `workers`, `retries`): `swerl.execution.dispatch`, the machinery that
+Agentless's repair turns share. `threads` runs a group's distinct patches on this machine, `workers` at
+a time; `ray` makes each one a Ray task that asks for one CPU and no GPU, so a cluster's CPU nodes run
+the tests and the training GPUs never do (`pip install 'swerl[ray]'`). A task builds its own copy of the
+backend, so each node keeps mirrors and environments under the same cache path.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import tempfile
 import threading
@@ -70,16 +67,16 @@ from swerl.edit_format import (
 from swerl.errors import UserError
 from swerl.execution import witness
 from swerl.execution.base import BUILD_FAILED
+from swerl.execution.dispatch import Dispatch, Engine, normalized_patch, once_each
 from swerl.execution.envs import EnvSetupError
 from swerl.execution.evaluate import ALL_TESTS, GoldChecks, cannot_judge
 from swerl.execution.harness import eval_plan, harness_api
 from swerl.execution.instances import Instance, instance_from_row
 from swerl.git import GitError
 from swerl.path_kinds import is_test_path
-from swerl.ray_cluster import connect
 
 if TYPE_CHECKING:
-    from swerl.execution.local import LocalBackend
+    from swerl.execution.local import EvalRun, LocalBackend
 
 Kind = Literal["resolved", "unresolved", "malformed", "not_executable", "infra_error"]
 CANNOT_JUDGE = ("gold_unresolved", "no_test_results")
@@ -87,8 +84,6 @@ CANNOT_JUDGE = ("gold_unresolved", "no_test_results")
 results here at all: the gold patch's verdict, known once, so never tried again."""
 Shaping = Literal["none", "fail_to_pass"]
 SHAPINGS: tuple[str, ...] = ("none", "fail_to_pass")
-Engine = Literal["threads", "ray"]
-ENGINES: tuple[str, ...] = ("threads", "ray")
 
 _RUNNER_FILES = frozenset(
     {"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"}
@@ -221,13 +216,6 @@ def answer_patch(
     return build_git_patch(old, new), None
 
 
-def normalized_patch(patch: str) -> str:
-    """What makes two patches the same change: their file sections without git's `index` lines and
-    trailing blanks (a model rarely writes the same hash line twice)."""
-    lines = [line for line in patch.splitlines() if not line.startswith("index ")]
-    return "\n".join(line.rstrip() for line in lines).strip()
-
-
 def _not_a_diff(patch: str) -> ExecutionResult | None:
     """-1 for an answer that is diff text but does not parse (a hunk shorter than its header says, as a
     patch cut short ends); None for a diff and for the empty answer. Text with no diff in it at all is
@@ -281,9 +269,12 @@ class ExecutionReward:
     def __post_init__(self) -> None:
         if self.shaping not in SHAPINGS:
             raise UserError(f"unknown execution reward shaping {self.shaping!r}; use {', '.join(SHAPINGS)}")
-        if self.engine not in ENGINES:
-            raise UserError(f"unknown execution engine {self.engine!r}; use {', '.join(ENGINES)}")
+        self.dispatch()  # an unknown engine is said before any answer is run
         harness_api()  # grading needs the swebench package: say so before any answer is run
+
+    def dispatch(self) -> Dispatch:
+        """Where the distinct runs go: `engine`, `workers`, `retries` (`swerl.execution.dispatch`)."""
+        return Dispatch(self.engine, self.workers, self.retries)
 
     def problem(self, instance: Instance | None) -> tuple[str, str] | None:
         """`not_executable`, plus whether the backend has the repository and its base commit."""
@@ -327,14 +318,15 @@ class ExecutionReward:
             self._gold = GoldChecks(self.backend, self.backend.repos.root.parent / "gold")
         return self._gold
 
-    def _judgeable(self, instance: Instance, result: ExecutionResult) -> ExecutionResult:
+    def _judgeable(self, instance: Instance, result: ExecutionResult, run: EvalRun | None) -> ExecutionResult:
         """`result`, or an infrastructure error where the gold patch does not resolve here either: an
         answer's failure (or its run without results) then says nothing about the answer. Only asked of
         a verdict that rests on the tests' outcomes (an empty answer, a patch that does not apply or does
-        not build is the answer's own)."""
+        not build is the answer's own). `run`: the answer's evaluation where the answer is the gold patch,
+        which then is the gold patch's run (not made a second time)."""
         if result.kind != "unresolved" or result.error not in (None, "no_test_results", "witness_veto"):
             return result
-        known = self.gold_checks().failures(instance)
+        known = self.gold_checks().failures(instance, run)
         if not known:
             return result
         why = str(cannot_judge(known)["error"])
@@ -358,7 +350,8 @@ class ExecutionReward:
                     (folder / "run_instance.log").write_text(traceback.format_exc(), encoding="utf-8")
                 error = "env_build_failed" if isinstance(err, EnvSetupError) else "harness_raised"
                 return ExecutionResult(None, "infra_error", error, said)
-        result = self._judgeable(instance, self._verdict(instance, run.log, run.report))
+        gold_run = run if patch == instance.patch else None
+        result = self._judgeable(instance, self._verdict(instance, run.log, run.report), gold_run)
         result.log, result.statuses = run.log, dict(run.statuses)
         return result
 
@@ -402,21 +395,17 @@ class ExecutionReward:
         # does (a last context line of blanks cut off), and must not take that one's verdict or give it -1.
         broken = {i: r for i, (_, p) in enumerate(pairs) if isinstance(p, str) and (r := _not_a_diff(p))}
         # The same row graded on other tests (RLEF's public and private views) is another job.
-        keys = {
-            i: (_graded_by(instance), normalized_patch(p))
+        runnable = {
+            i: (instance, p)
             for i, (instance, p) in enumerate(pairs)
             if isinstance(p, str) and i not in broken
         }
-        first: dict[tuple[tuple[Any, ...], str], tuple[Instance, str]] = {}
-        for i, key in keys.items():
-            first.setdefault(key, (pairs[i][0], str(pairs[i][1])))
-        jobs = list(first.values())
-        if self.engine == "ray":
-            judged = self._on_ray(jobs)
-        else:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
-                judged = list(pool.map(lambda job: self.score_patch(*job), jobs))
-        verdicts = dict(zip(first, judged, strict=True))
+        judged = once_each(
+            list(runnable.values()),
+            lambda job: (_graded_by(job[0]), normalized_patch(job[1])),
+            self._judge_all,
+        )
+        verdicts = dict(zip(runnable, judged, strict=True))
         out = []
         for i, (_, patch) in enumerate(pairs):
             if i in broken:
@@ -424,8 +413,20 @@ class ExecutionReward:
             elif isinstance(patch, FormatError):
                 out.append(ExecutionResult(-1.0, "malformed", str(patch.kind.value), str(patch)))
             else:
-                out.append(self._weighted(pairs[i][0], _copy(verdicts[keys[i]])))
+                out.append(self._weighted(pairs[i][0], _copy(verdicts[i])))
         return out
+
+    def _judge_all(self, jobs: list[tuple[Instance, str]]) -> list[ExecutionResult]:
+        """`score_patch` of each distinct (instance, patch), where `dispatch` says; on Ray, a task builds an
+        `ExecutionReward` like this one (its log folder numbered here, as the driver's counter would),
+        and a task Ray lost is an infrastructure error, never a verdict."""
+        options = (self.backend, self.shaping, self.retries, self.log_dir, self.run_empty)
+        return self.dispatch().map(
+            jobs,
+            lambda job: self.score_patch(*job),
+            lambda job: functools.partial(_score_task, options, *job, self._counter.next() - 1),
+            lambda said: ExecutionResult(None, "infra_error", "worker_lost", said),
+        )
 
     def _weighted(self, instance: Instance, result: ExecutionResult) -> ExecutionResult:
         """A resolved answer's reward times the row's test strength, with `strength_weight`."""
@@ -433,29 +434,6 @@ class ExecutionReward:
         if self.strength_weight and result.kind == "resolved" and strength is not None:
             result.reward = strength
         return result
-
-    def _on_ray(self, jobs: Sequence[tuple[Instance, str]]) -> list[ExecutionResult]:
-        """`score_patch` of each (instance, patch) as a Ray task, all submitted at once; a task that Ray
-        itself lost (its worker or node died) is run again `retries` times, as any infrastructure failure
-        is (rather than Ray's default of 3), then is an infrastructure error, never a verdict."""
-        ray, _ = connect(self.workers, "the ray execution engine")
-        remote = _ray_task(ray).options(max_retries=max(0, self.retries))
-        options = (self.backend, self.shaping, self.retries, self.log_dir, self.run_empty)
-        refs = [remote.remote(options, instance, patch, self._counter.next() - 1) for instance, patch in jobs]
-        results = []
-        for ref in refs:
-            try:
-                results.append(ray.get(ref))
-            except Exception as err:  # RayTaskError, WorkerCrashedError, NodeDiedError, ...
-                said = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}"
-                results.append(ExecutionResult(None, "infra_error", "worker_lost", said))
-        return results
-
-
-@functools.cache
-def _ray_task(ray: Any) -> Any:
-    """`_score_task` as a Ray remote function: one CPU, no GPU (a test run is one sandboxed process)."""
-    return ray.remote(num_cpus=1, num_gpus=0)(_score_task)
 
 
 def _score_task(

@@ -527,11 +527,6 @@ def answer_text_ids(tokenizer: Any, task: Task, answer: str) -> list[int]:
     )
 
 
-def reference_answer_ids(tokenizer: Any, task: ContestTask, code: str) -> list[int]:
-    """A contest warm-up target: `code` in one ```python block and the template's end of turn, as ids."""
-    return answer_text_ids(tokenizer, task, f"```python\n{code.rstrip()}\n```")
-
-
 def repository_warmup_pairs(
     tokenizer: Any, tasks: Sequence[RepositoryTask], config: RLEFConfig, judge: Judge | None
 ) -> list[tuple[list[int], list[int]]]:
@@ -571,12 +566,12 @@ def contest_warmup_pairs(
     `sft_fix_dialogs` (and a judge) second turns after a corrupted solution (`feedback_fix_dialogs`)."""
     from functools import partial
 
-    from swerl.environments.codecontests import feedback_fix_dialogs
+    from swerl.environments.warmup import feedback_fix_dialogs, program_answer
 
-    answer_ids = partial(reference_answer_ids, tokenizer)
+    answer_ids = partial(answer_text_ids, tokenizer)
     renderer = ChatRenderer(tokenizer)
     pairs = [
-        (renderer.prompt_ids(task), answer_ids(task, solution))
+        (renderer.prompt_ids(task), answer_ids(task, program_answer(solution)))
         for task in tasks
         for solution in task.problem.python_solutions[:1]
     ]
