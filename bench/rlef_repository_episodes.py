@@ -1,7 +1,7 @@
 """RLEF episodes on real validated repository rows: scripted answers, then a model; per-turn cost.
 
     PYTHONPATH=. .venv/bin/python bench/rlef_repository_episodes.py ROWS [ROWS ...] --cache-dir CACHE \
-        [--instances ID,ID] [--scripted gold,empty,noop] [--model tiny|none|PATH] [--turns 3] \
+        [--instances ID,ID] [--scripted gold,empty,noop] [--model tiny|PATH] [--no-sample] [--turns 3] \
         [--out report.json]
 
 ROWS: `swerl data validate` outputs (their test.parquet). For every row with two or more FAIL_TO_PASS
@@ -17,7 +17,8 @@ tests (`--instances` picks some), scripted dialogs and one sampled one run throu
 - special: with `--special FILE` (JSON: instance id -> answer text), answers written to pass what the
   public feedback showed and nothing more: they must pass the public tests and fail the grade;
 - model: `--model` sampled for `--turns` answers (tiny: a random tiny Llama built here; a folder: that
-  model with its own chat template; none: skip).
+  model with its own chat template); `--no-sample` runs the scripted dialogs only, through the model's
+  tokenizer and chat template (its weights are not loaded).
 
 Per turn it reports the public tests that failed, the batch's sampling and test seconds, the feedback
 and its token count, the answers' token counts and how they ended, and the load average around each
@@ -40,7 +41,7 @@ from swerl.edit_format import canonical_answer
 from swerl.environments.dialog import ChatRenderer, Episode, EpisodeConfig, Judge, run_episodes
 from swerl.environments.repository import RepoJob, RepositoryTask, repository_judge, repository_tasks
 from swerl.execution.local import cached_backend
-from swerl.models.loading import load_model_and_tokenizer
+from swerl.models.loading import load_model_and_tokenizer, load_tokenizer
 from swerl.models.tiny import build_tiny_model
 from swerl.reward.batch import coerce_contents
 from swerl.reward.execution import ExecutionReward
@@ -160,6 +161,7 @@ def main() -> None:
     parser.add_argument("--instances", default=None, help="comma-separated instance ids (default: all)")
     parser.add_argument("--scripted", default=",".join(SCRIPTED), help="scripted dialogs to run ('' none)")
     parser.add_argument("--model", default="tiny")
+    parser.add_argument("--no-sample", action="store_true", help="scripted dialogs only")
     parser.add_argument("--dtype", default=None)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--turns", type=int, default=3)
@@ -179,22 +181,21 @@ def main() -> None:
     print(found.summary())
     by_id = {str(r["instance_id"]): r for r in rows}
     model_path = args.model
-    if model_path in ("tiny", "none"):  # the scripted runs only need a chat template: the tiny one's
+    if model_path == "tiny":
         model_path = str(build_tiny_model(Path(tempfile.mkdtemp()) / "tiny", seed=0))
-    model, tokenizer = load_model_and_tokenizer(model_path, dtype=args.dtype)
+    tokenizer = load_tokenizer(model_path)
     renderer = ChatRenderer(tokenizer)
     judge = repository_judge(reward)
     # Scripted dialogs have no window; the model's dialogs end when its window has no room for an answer.
     config = EpisodeConfig(
         max_turns=args.turns, max_new_tokens=args.max_new_tokens, max_context_length=16384, seed=0
     )
-    window = getattr(model.config, "max_position_embeddings", None) or config.max_context_length
+    window = config.max_context_length
     tasks = found.tasks
     report: dict[str, Any] = {"rows": [t.name for t in tasks], "skipped": found.skipped}
 
     def episodes(engine: Any, chosen: Sequence[RepositoryTask], recorder: Judge) -> list[Episode]:
-        sampled = isinstance(engine, HFEngine)
-        limit = min(window, config.max_context_length) if sampled else config.max_context_length
+        limit = window if isinstance(engine, HFEngine) else config.max_context_length
         return run_episodes(engine, renderer, chosen, replace(config, max_context_length=limit), recorder)
 
     special = json.loads(args.special.read_text(encoding="utf-8")) if args.special else {}
@@ -211,7 +212,9 @@ def main() -> None:
             engine = Scripted(tokenizer, [answer(t) for t in chosen])
             report[name] = run_dialog(engine, chosen, episodes, judge)
             print(name, [(d["task"], d["turns"], d["rewards"]) for d in report[name]["episodes"]])
-    if args.model != "none":
+    if not args.no_sample:
+        model, _ = load_model_and_tokenizer(model_path, dtype=args.dtype)
+        window = min(window, getattr(model.config, "max_position_embeddings", None) or window)
         report["model"] = {
             "model": args.model,
             **run_dialog(HFEngine(model, tokenizer, batch_size=args.batch_size), tasks, episodes, judge),
