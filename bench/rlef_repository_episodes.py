@@ -129,8 +129,12 @@ def run_dialog(engine: Any, tasks: Sequence[RepositoryTask], run: Any, judge: Ju
     recorder = PublicRuns(judge)
     load, t0 = os.getloadavg(), time.perf_counter()
     episodes = run(engine, tasks, recorder)
+    seconds = time.perf_counter() - t0
+    # Every turn's batch times are on each of its answers: the longest episode holds them all.
+    turns = max((ep.turns for ep in episodes), key=len, default=[])
     return {
-        "seconds": time.perf_counter() - t0,
+        "seconds": seconds,
+        "grade_seconds": seconds - sum(t.seconds["generate"] + t.seconds["judge"] for t in turns),
         "load_before": load,
         "load_after": os.getloadavg(),
         "episodes": [describe(ep, recorder.runs.get(ep.task.name, [])) for ep in episodes],
@@ -138,17 +142,18 @@ def run_dialog(engine: Any, tasks: Sequence[RepositoryTask], run: Any, judge: Ju
 
 
 def table(report: dict[str, Any]) -> list[str]:
-    """One line per dialog kind and row: turns, rewards, public failures, test / sampling seconds and
-    feedback tokens per turn."""
-    lines = ["dialog | row | turns | rewards | public failing per turn | test s | sampling s | feedback tok"]
+    """One line per dialog kind and row: turns, rewards, public failures, test seconds per turn (then the
+    grade's, the private run of the final answers), sampling seconds and feedback tokens per turn."""
+    lines = ["dialog | row | turns | rewards | public failing | test s (+ grade) | sampling s | feedback tok"]
     for kind in (*SCRIPTED, "special", "model"):
         for ep in report.get(kind, {}).get("episodes", []):
             fails = ", ".join("no run" if r is None else f"{r[0]}/{r[1]}" for r in ep["public_failed"])
             tests = ", ".join(f"{s['judge']:.1f}" for s in ep["seconds"])
             sampling = ", ".join(f"{s['generate']:.1f}" for s in ep["seconds"])
+            grade = report[kind]["grade_seconds"]
             lines.append(
-                f"{kind} | {ep['task']} | {ep['turns']} | {ep['rewards']} | {fails} | {tests} | {sampling}"
-                f" | {ep['feedback_tokens']}"
+                f"{kind} | {ep['task']} | {ep['turns']} | {ep['rewards']} | {fails} | {tests} + {grade:.1f}"
+                f" | {sampling} | {ep['feedback_tokens']}"
             )
     return lines
 
