@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from swerl.codecontests.feedback import fenced
 from swerl.edit_format import FormatError, FormatErrorKind, patch_paths
 from swerl.environments.dialog import Answer, Judge, Outcome, Task
 from swerl.errors import UserError
@@ -283,13 +284,13 @@ def _test_report(result: ExecutionResult, job: RepoJob, max_chars: int) -> str:
     titles = [title for title, _ in collection] + shown
     if not titles and not result.statuses:
         titles = [NO_RESULT]
-    left = max_chars - sum(len(line) + 1 for line in lines) - sum(len(_block(t, "")) + 1 for t in titles)
+    left = max_chars - sum(len(line) + 1 for line in lines) - sum(len(fenced(t, "")) + 1 for t in titles)
     budget = max(MIN_REPORT_CHARS, left // max(1, len(titles)))
     for title, body in collection:
         # A test file that does not import: its exception only (the lines that follow the import
         # line are the test file's own source).
         exception = [line for line in body.splitlines() if line.startswith("E ")]
-        lines.append(_block(title, _tail("\n".join(exception), budget)))
+        lines.append(fenced(title, _tail("\n".join(exception), budget)))
     seen: dict[str, str] = {}
     for test in shown:
         body = _tail(sections[section_name(test)], budget)
@@ -297,15 +298,11 @@ def _test_report(result: ExecutionResult, job: RepoJob, max_chars: int) -> str:
             lines.append(f"{test}: fails the same way as {seen[body]}")
             continue
         seen[body] = test
-        lines.append(_block(test, body))
+        lines.append(fenced(test, body))
     if titles == [NO_RESULT]:
         output = result.log.split(START, 1)[-1].split(END, 1)[0].strip("'\n")
-        lines.append(_block(NO_RESULT, _tail(output, budget)))
+        lines.append(fenced(NO_RESULT, _tail(output, budget)))
     return "\n".join(lines)
-
-
-def _block(title: str, body: str) -> str:
-    return f"{title}:\n```\n{body}\n```"
 
 
 # --------------------------------------------------------------------------------------------- loading
