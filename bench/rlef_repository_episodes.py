@@ -1,8 +1,8 @@
 """RLEF episodes on real validated repository rows: scripted answers, then a model; per-turn cost.
 
     PYTHONPATH=. .venv/bin/python bench/rlef_repository_episodes.py ROWS [ROWS ...] --cache-dir CACHE \
-        [--instances ID,ID] [--scripted gold,empty,noop] [--model tiny|PATH] [--no-sample] [--turns 3] \
-        [--out report.json]
+        [--instances ID,ID] [--scripted gold,empty,noop] [--model tiny|PATH] [--sample model,after-noop] \
+        [--turns 3] [--out report.json]
 
 ROWS: `swerl data validate` outputs (their test.parquet). For every row with two or more FAIL_TO_PASS
 tests (`--instances` picks some), scripted dialogs and one sampled one run through `run_episodes` and
@@ -17,8 +17,12 @@ tests (`--instances` picks some), scripted dialogs and one sampled one run throu
 - special: with `--special FILE` (JSON: instance id -> answer text), answers written to pass what the
   public feedback showed and nothing more: they must pass the public tests and fail the grade;
 - model: `--model` sampled for `--turns` answers (tiny: a random tiny Llama built here; a folder: that
-  model with its own chat template); `--no-sample` runs the scripted dialogs only, through the model's
-  tokenizer and chat template (its weights are not loaded).
+  model with its own chat template);
+- after-noop: the comment patch as the first answer, then the model's answers: what it writes after a
+  real pytest report (a model that never writes a valid edit only ever sees the format's feedback).
+
+`--sample` picks the sampled dialogs (default: model); `--sample ''` runs the scripted dialogs only,
+through the model's tokenizer and chat template, without loading its weights.
 
 Per turn it reports the public tests that failed, the batch's sampling and test seconds, the feedback
 and its token count, the answers' token counts and how they ended, and the load average around each
@@ -69,6 +73,18 @@ class Scripted:
             ids = [*self.tokenizer(text, add_special_tokens=False)["input_ids"], self.tokenizer.eos_token_id]
             out.append([Completion(list(prompt), ids, [0.0] * len(ids), "stop", text)])
         return out
+
+
+class ThenSampled:
+    """The first turn's answers from `first`, every later turn's from `engine` (run_episodes asks for
+    one batch a turn)."""
+
+    def __init__(self, first: Scripted, engine: HFEngine) -> None:
+        self.first, self.engine, self.calls = first, engine, 0
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[list[Completion]]:
+        self.calls += 1
+        return (self.first if self.calls == 1 else self.engine).generate(prompts, params)
 
 
 class PublicRuns:
@@ -145,7 +161,7 @@ def table(report: dict[str, Any]) -> list[str]:
     """One line per dialog kind and row: turns, rewards, public failures, test seconds per turn (then the
     grade's, the private run of the final answers), sampling seconds and feedback tokens per turn."""
     lines = ["dialog | row | turns | rewards | public failing | test s (+ grade) | sampling s | feedback tok"]
-    for kind in (*SCRIPTED, "special", "model"):
+    for kind in (*SCRIPTED, "special", "model", "after-noop"):
         for ep in report.get(kind, {}).get("episodes", []):
             fails = ", ".join("no run" if r is None else f"{r[0]}/{r[1]}" for r in ep["public_failed"])
             tests = ", ".join(f"{s['judge']:.1f}" for s in ep["seconds"])
@@ -166,7 +182,7 @@ def main() -> None:
     parser.add_argument("--instances", default=None, help="comma-separated instance ids (default: all)")
     parser.add_argument("--scripted", default=",".join(SCRIPTED), help="scripted dialogs to run ('' none)")
     parser.add_argument("--model", default="tiny")
-    parser.add_argument("--no-sample", action="store_true", help="scripted dialogs only")
+    parser.add_argument("--sample", default="model", help="sampled dialogs: model, after-noop ('' none)")
     parser.add_argument("--dtype", default=None)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--turns", type=int, default=3)
@@ -200,7 +216,7 @@ def main() -> None:
     report: dict[str, Any] = {"rows": [t.name for t in tasks], "skipped": found.skipped}
 
     def episodes(engine: Any, chosen: Sequence[RepositoryTask], recorder: Judge) -> list[Episode]:
-        limit = window if isinstance(engine, HFEngine) else config.max_context_length
+        limit = config.max_context_length if isinstance(engine, Scripted) else window
         return run_episodes(engine, renderer, chosen, replace(config, max_context_length=limit), recorder)
 
     special = json.loads(args.special.read_text(encoding="utf-8")) if args.special else {}
@@ -217,14 +233,18 @@ def main() -> None:
             engine = Scripted(tokenizer, [answer(t) for t in chosen])
             report[name] = run_dialog(engine, chosen, episodes, judge)
             print(name, [(d["task"], d["turns"], d["rewards"]) for d in report[name]["episodes"]])
-    if not args.no_sample:
+    sampled = [k for k in args.sample.split(",") if k]
+    if sampled:
         model, _ = load_model_and_tokenizer(model_path, dtype=args.dtype)
         window = min(window, getattr(model.config, "max_position_embeddings", None) or window)
-        report["model"] = {
-            "model": args.model,
-            **run_dialog(HFEngine(model, tokenizer, batch_size=args.batch_size), tasks, episodes, judge),
+        policy = HFEngine(model, tokenizer, batch_size=args.batch_size)
+        engines = {
+            "model": lambda: policy,
+            "after-noop": lambda: ThenSampled(Scripted(tokenizer, [noop_answer(t) for t in tasks]), policy),
         }
-        print("model", [(d["task"], d["turns"], d["rewards"]) for d in report["model"]["episodes"]])
+        for name in sampled:
+            report[name] = {"model": args.model, **run_dialog(engines[name](), tasks, episodes, judge)}
+            print(name, [(d["task"], d["turns"], d["rewards"]) for d in report[name]["episodes"]])
     print("\n".join(table(report)))
     if args.out:
         args.out.write_text(json.dumps(report, indent=2), encoding="utf-8")
