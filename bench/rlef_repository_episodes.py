@@ -5,7 +5,7 @@
         [--turns 3] [--out report.json]
 
 ROWS: `swerl data validate` outputs (their test.parquet). For every row with two or more FAIL_TO_PASS
-tests (`--instances` picks some), scripted dialogs and one sampled one run through `run_episodes` and
+tests (`--instances` picks some), scripted and sampled dialogs run through `run_episodes` and
 `repository_judge` (the execution reward's harness):
 
 - gold: the row's own fix as SEARCH/REPLACE edits first: must end at turn 1 with +1;
