@@ -18,6 +18,7 @@ from calc_repo import ISOLATION, OPS, build_calc
 from swerl.edit_format import SearchReplace, edits_to_text
 from swerl.environments.dialog import Answer, ChatRenderer, EpisodeConfig, evaluate_dialogs, run_episodes
 from swerl.environments.repository import (
+    NEXT_ANSWER,
     RepoJob,
     public_fail_to_pass,
     render_test_feedback,
@@ -125,7 +126,30 @@ def test_feedback_shows_public_failures_only_and_is_bounded() -> None:
     text = render_test_feedback(result, job, max_chars=1200)
     assert f"FAILED {PUBLIC}" in text and "tests/test_ops.py:9: AssertionError" in text
     assert "test_add_neg" not in text and "add(-1, 1)" not in text
-    assert len(text) < 1800  # the cut section, the header and the instruction
+    assert len(text) <= 1200 + len(NEXT_ANSWER) + 1  # the budget holds, the closing instruction aside
+
+
+def test_feedback_on_many_long_failures_stays_within_its_budget() -> None:
+    # As on pallets/itsdangerous-153 with a patch that changes nothing: 26 public tests fail with long
+    # reports, and ids, titles and fences once took the text 19 % past the budget.
+    tests = [f"tests/test_jws.py::TestJWSSerializer::test_algorithm[HS{i:03d}]" for i in range(26)]
+    sections = [
+        f"{'_' * 20} TestJWSSerializer.test_algorithm[HS{i:03d}] {'_' * 20}\n"
+        + "\n".join(f"frame {i} line {j}" for j in range(80))
+        + f"\nE       Failed: DID NOT WARN {i}\ntests/test_jws.py:21: Failed"
+        for i in range(26)
+    ]
+    banner = "=" * 20
+    log = f"{banner} FAILURES {banner}\n" + "\n".join(sections) + f"\n{banner} end {banner}"
+    result = ExecutionResult(0.0, "unresolved", log=log, statuses=dict.fromkeys(tests, "FAILED"))
+    job = RepoJob(Instance("a__b-1", "a/b", "c", "i"), "patch", tuple(tests), ())
+    text = render_test_feedback(result, job, max_chars=2400)
+    assert len(text) <= 2400 + len(NEXT_ANSWER) + 1
+    assert "26 of 26 public tests fail:" in text and "... and 16 more" in text
+    for i in range(3):  # three reports, each cut at its head and keeping its exception and location
+        assert f"DID NOT WARN {i}\ntests/test_jws.py:21: Failed\n```" in text
+    cut = [line for line in text.splitlines() if line.endswith("characters before)")]
+    assert len(cut) == 3
 
 
 def test_repository_episodes_end_to_end(tokenizer: object, calc: tuple) -> None:

@@ -29,7 +29,9 @@ def _tail(text: str, limit: int) -> str:
     return f"({len(text) - limit} characters before) ...\n{text[-limit:]}"
 
 
-def _block(title: str, text: str) -> str:
+def fenced(title: str, text: str) -> str:
+    """A titled, fenced block of feedback: the form every feedback turn (contest or repository) shows
+    program output and test reports in."""
     return f"{title}:\n```\n{text.rstrip()}\n```"
 
 
@@ -52,15 +54,15 @@ def render_failure(test: TestCase, result: TestResult, max_chars: int = MAX_FIEL
     """Feedback for one failed test."""
     if result.verdict is Verdict.NO_CODE:
         return _explanation(result)
-    parts = [_explanation(result), _block("Input", _head(test.input, max_chars))]
+    parts = [_explanation(result), fenced("Input", _head(test.input, max_chars))]
     if test.output is not None:
-        parts.append(_block("Expected output", _head(test.output, max_chars)))
+        parts.append(fenced("Expected output", _head(test.output, max_chars)))
     if result.verdict is Verdict.WRONG_ANSWER:
-        parts.append(_block("Your output", _head(result.stdout_tail, max_chars)))
+        parts.append(fenced("Your output", _head(result.stdout_tail, max_chars)))
     elif result.verdict is Verdict.RUNTIME_ERROR and result.stderr_tail.strip():
-        parts.append(_block("Error", _tail(result.stderr_tail, MAX_TRACE_CHARS)))
+        parts.append(fenced("Error", _tail(result.stderr_tail, MAX_TRACE_CHARS)))
     elif result.verdict is Verdict.MEMORY_LIMIT and result.stderr_tail.strip():
-        parts.append(_block("Error", _tail(result.stderr_tail, MAX_TRACE_CHARS // 3)))
+        parts.append(fenced("Error", _tail(result.stderr_tail, MAX_TRACE_CHARS // 3)))
     return "\n\n".join(parts)
 
 
@@ -71,7 +73,7 @@ def render_syntax_error(report: str) -> str:
     return "\n\n".join(
         [
             "Your program is not valid Python; it stopped before running any test.",
-            _block("Error", _tail(report, MAX_TRACE_CHARS)),
+            fenced("Error", _tail(report, MAX_TRACE_CHARS)),
             "Fix the program and give the complete corrected code.",
         ]
     )

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from swerl.codecontests.feedback import fenced
 from swerl.edit_format import FormatError, FormatErrorKind, patch_paths
 from swerl.environments.dialog import Answer, Judge, Outcome, Task
 from swerl.errors import UserError
@@ -53,6 +54,10 @@ NEXT_ANSWER = (
     "Give your whole answer again: SEARCH/REPLACE edits against the files as first shown "
     "(this answer is discarded)."
 )
+
+MIN_REPORT_CHARS = 300
+NOT_PASSED = "The public tests did not pass."
+NO_RESULT = "No test result was reported; the end of the output"
 
 _SECTION = re.compile(r"^_{3,} (.+?) _{3,}$")
 _BANNER = re.compile(r"^={3,}.*={3,}$")
@@ -204,9 +209,12 @@ def render_format_error(error: FormatError) -> str:
 
 
 def _tail(text: str, limit: int) -> str:
+    """The end of `text` in at most `limit` characters, the note of how much was cut included."""
     if len(text) <= limit:
         return text
-    return f"... ({len(text) - limit} characters before)\n{text[-limit:]}"
+    # The note is sized with the whole length, which has at least as many digits as the cut part's.
+    room = max(0, limit - len(f"... ({len(text)} characters before)\n"))
+    return f"... ({len(text) - room} characters before)\n{text[len(text) - room :]}"
 
 
 def section_name(test_id: str) -> str:
@@ -254,27 +262,35 @@ def render_test_feedback(result: ExecutionResult, job: RepoJob, max_chars: int) 
         text = "Your patch does not apply to the repository, so no test ran."
     elif result.error == "does_not_build" or BUILD_FAILED in result.log:
         errors = [line for line in result.log.splitlines() if "error" in line.lower()]
-        text = "Your patch does not build, so no test ran:\n```\n" + "\n".join(errors[-12:]) + "\n```"
+        head = "Your patch does not build, so no test ran:\n```\n"
+        text = head + _tail("\n".join(errors[-12:]), max_chars - len(head) - 4) + "\n```"
     else:
         text = _test_report(result, job, max_chars)
     return _scrub(f"{text}\n{NEXT_ANSWER}", job.private)
 
 
 def _test_report(result: ExecutionResult, job: RepoJob, max_chars: int) -> str:
+    """At most `max_chars`: the list of failing public tests, then the reports share what it leaves,
+    their titles and fences paid first (each report keeps at least `MIN_REPORT_CHARS`, so only a list
+    that nearly fills the budget alone can take the text past it)."""
     failed = _failed(result, job.public)
     sections = test_sections(result.log)
-    collection = {t: s for t, s in sections.items() if t.startswith("ERROR collecting")}
-    lines = [f"{len(failed)} of {len(job.public)} public tests fail:"]
+    collection = [(t, s) for t, s in sections.items() if t.startswith("ERROR collecting")][:1]
+    shown = [t for t in failed if section_name(t) in sections][:MAX_SHOWN_FAILURES]
+    lines = [f"{len(failed)} of {len(job.public)} public tests fail:" if failed else NOT_PASSED]
     lines += [f"FAILED {t}" for t in failed[:MAX_LISTED_FAILURES]]
     if len(failed) > MAX_LISTED_FAILURES:
         lines.append(f"... and {len(failed) - MAX_LISTED_FAILURES} more")
-    budget = max(300, (max_chars - sum(len(x) + 1 for x in lines)) // max(1, min(len(failed), 3)))
-    for title, body in list(collection.items())[:1]:
+    titles = [title for title, _ in collection] + shown
+    if not titles and not result.statuses:
+        titles = [NO_RESULT]
+    left = max_chars - sum(len(line) + 1 for line in lines) - sum(len(fenced(t, "")) + 1 for t in titles)
+    budget = max(MIN_REPORT_CHARS, left // max(1, len(titles)))
+    for title, body in collection:
         # A test file that does not import: its exception only (the lines that follow the import
         # line are the test file's own source).
         exception = [line for line in body.splitlines() if line.startswith("E ")]
-        lines.append(f"{title}:\n```\n{_tail(chr(10).join(exception), budget)}\n```")
-    shown = [t for t in failed if section_name(t) in sections][:MAX_SHOWN_FAILURES]
+        lines.append(fenced(title, _tail("\n".join(exception), budget)))
     seen: dict[str, str] = {}
     for test in shown:
         body = _tail(sections[section_name(test)], budget)
@@ -282,13 +298,10 @@ def _test_report(result: ExecutionResult, job: RepoJob, max_chars: int) -> str:
             lines.append(f"{test}: fails the same way as {seen[body]}")
             continue
         seen[body] = test
-        lines.append(f"{test}:\n```\n{body}\n```")
-    if not failed:
-        lines[0] = "The public tests did not pass."
-    if not shown and not collection and not result.statuses:
+        lines.append(fenced(test, body))
+    if titles == [NO_RESULT]:
         output = result.log.split(START, 1)[-1].split(END, 1)[0].strip("'\n")
-        said = _tail(output, budget)
-        lines.append(f"No test result was reported; the end of the output:\n```\n{said}\n```")
+        lines.append(fenced(NO_RESULT, _tail(output, budget)))
     return "\n".join(lines)
 
 
