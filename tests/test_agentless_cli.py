@@ -224,6 +224,8 @@ def test_options_of_a_stage_with_no_file_do_not_block_a_run_with_others(tmp_path
         (["--reproduction-samples", "8"], "--reproduction"),
         (["--regression-model-filter"], "--regression"),
         (["--feedback-turns", "2"], "--regression and/or --reproduction"),
+        (["--feedback-workers", "2"], "--feedback-turns"),
+        (["--feedback-engine", "ray"], "--feedback-turns"),
     ],
 )
 def test_an_option_without_the_option_it_refines_is_an_error(option: list[str], parent: str) -> None:
