@@ -174,7 +174,9 @@ def claim_stages(out_dir: Path, cfg: RunConfig, stages: Sequence[str]) -> None:
     """Record the options of `stages` in the run directory, or refuse if they were made with others.
 
     Resuming reuses every finished row, so rows made with another model or other options would be passed
-    off as this run's: a UserError names the stage and the options that differ instead.
+    off as this run's: a UserError names the stage and the options that differ instead. Options recorded
+    for a stage whose file is absent guard nothing (a run that stopped before writing it, or a file the
+    user deleted as the error advises), so they are replaced rather than refused.
     """
     path = out_dir / OPTIONS_FILE
     recorded: dict[str, dict[str, Any]] = (
@@ -183,7 +185,7 @@ def claim_stages(out_dir: Path, cfg: RunConfig, stages: Sequence[str]) -> None:
     wanted = stage_options(cfg)
     for stage in stages:
         old = recorded.get(stage)
-        if old is not None and old != wanted[stage]:
+        if old is not None and old != wanted[stage] and stage_path(out_dir, stage).exists():
             diff = ", ".join(
                 f"{k}: {old.get(k)!r} -> {wanted[stage].get(k)!r}"
                 for k in sorted(set(old) | set(wanted[stage]))

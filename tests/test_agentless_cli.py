@@ -202,12 +202,30 @@ def test_run_without_a_model_localizes_and_stages_refuse_other_options(
     assert _main(["agentless", "localize", *args]) == 0  # same options: resumes
 
 
+def test_options_of_a_stage_with_no_file_do_not_block_a_run_with_others(tmp_path: Path) -> None:
+    """A run that stopped before a stage wrote its file (a missing --model, say), or a stage file deleted as
+    the refusal advises, left options that guard no rows: the next run with other options goes on."""
+    from agentless.pipeline import OPTIONS_FILE, RunConfig, claim_stages, stage_path
+
+    claim_stages(tmp_path, RunConfig(top_files=5), ["localize_files"])  # recorded, no rows written
+    claim_stages(tmp_path, RunConfig(top_files=3), ["localize_files"])
+    assert json.loads((tmp_path / OPTIONS_FILE).read_text())["localize_files"]["top_files"] == 3
+
+    stage_path(tmp_path, "localize_files").write_text("{}\n", encoding="utf-8")  # rows now exist
+    with pytest.raises(UserError, match=r"top_files: 3 -> 5"):
+        claim_stages(tmp_path, RunConfig(top_files=5), ["localize_files"])
+    stage_path(tmp_path, "localize_files").unlink()  # as the error advises
+    claim_stages(tmp_path, RunConfig(top_files=5), ["localize_files"])
+
+
 @pytest.mark.parametrize(
     ("option", "parent"),
     [
         (["--reproduction-samples", "8"], "--reproduction"),
         (["--regression-model-filter"], "--regression"),
         (["--feedback-turns", "2"], "--regression and/or --reproduction"),
+        (["--feedback-workers", "2"], "--feedback-turns"),
+        (["--feedback-engine", "ray"], "--feedback-turns"),
     ],
 )
 def test_an_option_without_the_option_it_refines_is_an_error(option: list[str], parent: str) -> None:

@@ -239,6 +239,21 @@ CASES = [
         ["o.jsonl"],
     ),
     Case(
+        "a test-strength option under the similarity reward",
+        [
+            "reward",
+            "score",
+            "--input",
+            "{tmp}/rows.jsonl",
+            "--output",
+            "{tmp}/o.jsonl",
+            "--execution-min-test-strength",
+            "0.8",
+        ],
+        "--execution-min-test-strength acts on the tests, which --reward similarity",
+        ["o.jsonl"],
+    ),
+    Case(
         "score onto its own input",
         ["reward", "score", "--input", "{tmp}/rows.jsonl", "--output", "{tmp}/rows.jsonl"],
         "is the --input file",

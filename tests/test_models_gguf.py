@@ -33,7 +33,7 @@ def gguf_file(tmp_path: Path) -> Path:
 
 def stand_in(source: Path, folder: Path) -> dict[str, Any]:
     (folder / "model.safetensors").write_text("weights")
-    return {"source": str(source), "seconds": 0.0}
+    return {"source": str(source), "source_sha256": conversion._sha256(source), "seconds": 0.0}
 
 
 def test_a_file_that_is_not_gguf_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -113,6 +113,33 @@ def test_folder_appears_whole_once_and_is_replaced_only_on_overwrite(
     with pytest.raises(UserError, match="exists and is not a converted model"):
         convert_gguf(gguf_file, other)
     assert (other / "notes.txt").read_text() == "mine"
+
+
+def test_another_file_into_a_folder_holding_a_conversion_is_refused(
+    gguf_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder holds this file's conversion only if the contents match: a second model sent to the same
+    --out was once answered 'already holds this conversion', and the first model was used as the second."""
+    monkeypatch.setattr(conversion, "_write_checked", stand_in)
+    out = tmp_path / "out"
+    convert_gguf(gguf_file, out)
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF" + bytes(59) + b"\x01")
+    with pytest.raises(UserError, match=r"holds the conversion of another file \(.*model\.gguf\)"):
+        convert_gguf(other, out)
+    _, converted = convert_gguf(other, out, overwrite=True)
+    assert converted and json.loads((out / REPORT_FILE).read_text())["source"] == str(other)
+
+
+def test_a_corrupt_gguf_file_is_one_line(tmp_path: Path) -> None:
+    """GGUF's magic bytes and nothing readable after them (a cut download): the reader's ValueError was
+    an internal error with a bug-report request."""
+    pytest.importorskip("gguf")
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(b"GGUF" + bytes(range(200)))
+    with pytest.raises(UserError, match=r"cut\.gguf: not a readable GGUF file \("):
+        convert_gguf(path, tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
 
 
 def test_a_failed_conversion_leaves_no_folder(

@@ -530,6 +530,12 @@ def _run(args: argparse.Namespace) -> int:
             "--feedback-turns feeds back the failures of the tests a deployment has: add --regression "
             "and/or --reproduction"
         )
+    for flag, given in (
+        ("--feedback-workers", args.feedback_workers != 1),
+        ("--feedback-engine", args.feedback_engine != "threads"),
+    ):
+        if given and not args.feedback_turns:
+            raise UserError(f"{flag} sets where the tests of --feedback-turns run: add --feedback-turns")
     instances = _instances(args)
     if not args.model:
         print(

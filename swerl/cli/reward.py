@@ -175,12 +175,34 @@ def _config(args: argparse.Namespace) -> Any:
     return RewardConfig(strict=args.strict, max_diff_chars=args.max_diff_chars)
 
 
+def _refuse_execution_options(args: argparse.Namespace) -> None:
+    """The similarity reward runs no test, so an option that changes how tests pay would be silently
+    ignored: the user would read similarity scores as if the option had acted."""
+    given = [
+        flag
+        for flag, on in (
+            ("--shaping", args.shaping != "none"),
+            ("--execution-min-test-strength", args.execution_min_test_strength is not None),
+            ("--execution-strength-weight", args.execution_strength_weight),
+            ("--execution-engine", args.execution_engine != "threads"),
+        )
+        if on
+    ]
+    if given:
+        raise UserError(
+            f"{' and '.join(given)} {'act' if len(given) > 1 else 'acts'} on the tests, which "
+            "--reward similarity (the default) does not run: add --reward execution or --reward hybrid"
+        )
+
+
 def _run_score(args: argparse.Namespace) -> int:
     from swerl.reward.files import score_file
 
     if args.output.exists() and args.output.resolve() == args.input.resolve():
         raise UserError(f"--output {args.output} is the --input file; write the scores to another file")
-    if args.reward != "similarity":
+    if args.reward == "similarity":
+        _refuse_execution_options(args)
+    else:
         from swerl.cli.agentless import _local_backend
         from swerl.reward.execution import ExecutionReward
         from swerl.reward.hybrid import score_file_mixed

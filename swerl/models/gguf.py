@@ -155,12 +155,12 @@ def _load_from_gguf(path: Path) -> tuple[Any, Any]:
         model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
     except NotImplementedError as err:  # a tensor type gguf cannot dequantize
         raise UserError(f"{path}: transformers cannot dequantize this file: {err}") from None
-    except ValueError as err:
+    except ValueError as err:  # the reader's word for a truncated or corrupt file too
         if "not supported" in str(err):
             raise UserError(
                 f"{path}: transformers cannot dequantize this GGUF file's architecture ({err})"
             ) from None
-        raise
+        raise UserError(f"{path}: not a readable GGUF file ({err})") from None
     # The GGUF tokenizer knows no length limit (model_max_length 1e30); the model's context is the limit.
     context = getattr(model.config, "max_position_embeddings", None)
     if context and tokenizer.model_max_length > context:
@@ -256,16 +256,22 @@ def convert_gguf(source: str | Path, out: str | Path, overwrite: bool = False) -
     """Turn the GGUF file `source` into a checked `save_pretrained` folder `out`.
 
     Returns the conversion report and whether this call converted (False: `out` already held a finished
-    conversion and `overwrite` was not asked for). A folder `out` that exists but is not a finished
-    conversion is refused unless `overwrite`: it may be someone's data. Safe to call from several
-    processes at once (they wait for the first and then find its result).
-    """
+    conversion of the same file, by content, and `overwrite` was not asked for). A folder `out` that
+    exists but is not a finished conversion of this file is refused unless `overwrite`: it may be
+    someone's data. Safe to call from several processes at once (they wait for the first and then find
+    its result)."""
     source, out = Path(source).resolve(), Path(out).resolve()
     check_gguf_magic(source)
     require_gguf()
     with _exclusive(out):
         if is_converted(out) and not overwrite:
-            return read_report(out), False
+            report = read_report(out)
+            if report.get("source_sha256") != _sha256(source):
+                raise UserError(
+                    f"{out} holds the conversion of another file ({report.get('source')}); choose another "
+                    "--out or --overwrite"
+                )
+            return report, False
         if out.exists() and any(out.iterdir()) and not overwrite:
             raise UserError(f"{out} exists and is not a converted model; choose another --out or --overwrite")
         partial = out.parent / f".{out.name}.partial"

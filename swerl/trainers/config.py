@@ -411,7 +411,8 @@ class RLEFConfig(ExecutionConfig, TrainConfig):
             least one, never all; a PUBLIC_TESTS column names them instead); rows with one are left out.
         public_pass_to_pass: repository tasks: the PASS_TO_PASS tests (the repository's existing tests)
             are public too.
-        feedback_chars: repository tasks: the longest feedback turn in characters (about 3.5 a token).
+        feedback_chars: repository tasks: the longest feedback turn in characters (SmolLM2 reads pytest
+            reports at about 3 a token).
         generated_tests: also score on the dataset's generated tests (the paper does); False leaves them
             unread, most of the test data, for a faster load and faster judging.
         prompts_per_step: problems per rollout batch over all ranks (a multiple of the world size).
