@@ -67,10 +67,11 @@ def _add_model_options(parser: argparse.ArgumentParser, required: bool) -> None:
     )
     group.add_argument(
         "--openai-protocol",
-        choices=["auto", "vllm", "openai"],
+        choices=["auto", "vllm", "openai", "transformers"],
         default="auto",
         help="vllm: token ids in and out (vLLM's extensions); openai: text only, the plain API any "
-        "server takes; auto (default): ask the server which it is",
+        "server takes; transformers: openai plus transformers serve's switch to sampling (without it "
+        "that server answers greedily at any temperature); auto (default): ask the server which it is",
     )
     group.add_argument(
         "--tokenizer", type=local_or_name, help="tokenizer to render prompts with (default: --model)"
