@@ -371,3 +371,26 @@ def test_run_with_a_small_model_warns_of_its_context_and_counts_skipped_prompts(
     err = capsys.readouterr().err
     assert "answers of up to 4096 new tokens do not fit" in err and "context of 512 positions" in err
     assert "1 predictions, 0 with a patch; 1 skipped, prompt too long (e.g. demo-org__calc-1: prompt 0" in err
+
+
+def test_a_served_model_with_a_local_folder_keeps_to_its_context(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The served checkpoint's folder tells its context: prompts it cannot hold are skipped, never sent."""
+    from fake_http import JsonPostServer
+
+    from swerl.models.tiny import build_tiny_model
+
+    model = build_tiny_model(
+        tmp_path / "tiny", hidden_size=32, intermediate_size=64, num_layers=1, max_position_embeddings=64
+    )
+    assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0
+    server = JsonPostServer(lambda body: pytest.fail(f"a prompt was sent: {body}"))
+    try:
+        argv = ["agentless", "run", *_demo_args(tmp_path, tmp_path / "clones"), "--model", str(model)]
+        assert _main([*argv, "--openai-base-url", server.base_url, "--num-samples", "1"]) == 0
+        assert server.requests == []
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert "context of 64 positions" in err and "1 skipped, prompt too long" in err
