@@ -375,17 +375,43 @@ def test_a_second_evaluation_into_one_folder_is_refused_resumed_or_overwritten(t
     assert sorted(p.name for p in out.iterdir()) == []
 
 
-def test_run_with_a_small_model_warns_of_its_context_and_counts_skipped_prompts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _demo_run_with_tiny_model(tmp_path: Path, positions: int) -> list[str]:
+    """`agentless run` of the demo in tmp_path with a tiny model of `positions` positions."""
     from swerl.models.tiny import build_tiny_model
 
     model = build_tiny_model(
-        tmp_path / "tiny", hidden_size=32, intermediate_size=64, num_layers=1, max_position_embeddings=512
+        tmp_path / "tiny",
+        hidden_size=32,
+        intermediate_size=64,
+        num_layers=1,
+        max_position_embeddings=positions,
     )
     assert _main(["agentless", "demo", "--dir", str(tmp_path)]) == 0
-    argv = ["agentless", "run", *_demo_args(tmp_path, tmp_path / "clones"), "--model", str(model)]
+    return ["agentless", "run", *_demo_args(tmp_path, tmp_path / "clones"), "--model", str(model)]
+
+
+def test_run_with_a_small_model_warns_of_its_context_and_counts_skipped_prompts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _demo_run_with_tiny_model(tmp_path, 512)
     assert _main([*argv, "--num-samples", "1", "--max-prompt-tokens", "64"]) == 0
     err = capsys.readouterr().err
     assert "answers of up to 4096 new tokens do not fit" in err and "context of 512 positions" in err
     assert "1 predictions, 0 with a patch; 1 skipped, prompt too long (e.g. demo-org__calc-1: prompt 0" in err
+
+
+def test_a_served_model_with_a_local_folder_keeps_to_its_context(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The served checkpoint's folder tells its context: prompts it cannot hold are skipped, never sent."""
+    from fake_http import JsonPostServer
+
+    argv = _demo_run_with_tiny_model(tmp_path, 64)
+    server = JsonPostServer(lambda body: pytest.fail(f"a prompt was sent: {body}"))
+    try:
+        assert _main([*argv, "--openai-base-url", server.base_url, "--num-samples", "1"]) == 0
+        assert server.requests == []
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert "context of 64 positions" in err and "1 skipped, prompt too long" in err

@@ -123,10 +123,14 @@ def test_agentless_runs_end_to_end_through_transformers_serve(
     engine = OpenAIEngine(transformers_serve, str(tiny_model), tokenizer=_tokenizer(tiny_model))
     [[text_only]] = engine.generate([[1, 2, 3]], SamplingParams(temperature=0, max_new_tokens=4))
     assert (
-        engine.protocol == "openai"
+        engine.protocol == "transformers"
         and text_only.token_ids == []
         and text_only.finish_reason in ("stop", "length")
     )
+    # That server decodes greedily at any temperature unless told to sample: samples must differ.
+    [sampled] = engine.generate([[1, 2, 3]], SamplingParams(n=2, temperature=1.0, max_new_tokens=8, seed=0))
+    [greedy] = engine.generate([[1, 2, 3]], SamplingParams(n=2, temperature=0, max_new_tokens=8, seed=0))
+    assert sampled[0].text != sampled[1].text and greedy[0].text == greedy[1].text
     with pytest.raises(CompletionServerError, match="not a vLLM server"):  # what training would need
         OpenAIEngine(transformers_serve, str(tiny_model), require_token_ids=True).generate(
             [[1]], SamplingParams()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -249,3 +250,37 @@ def test_plain_protocol_groups_are_indexed_by_prompt(plain):
         1: ["o|5", "o|6"],
         2: ["a|5", "a|6"],
     }
+
+
+def test_transformers_serve_is_asked_to_sample_when_the_temperature_says_so(plain):
+    """`transformers serve` lists models with a `status` and decodes greedily unless `generation_config`
+    says `do_sample`: the client says it for sampled requests only, with `top_k` (0: no filter)."""
+    plain.KNOWN = PlainServer.KNOWN | {"generation_config"}
+    plain.gets["/v1/models"] = {"data": [{"id": "tiny", "owned_by": "", "status": {"value": "loaded"}}]}
+    engine = OpenAIEngine(plain.base_url, "tiny", tokenizer=CharTokenizer(), backoff=0.01)
+    engine.generate([[104]], SamplingParams(n=2, temperature=0.7, seed=5))
+    engine.generate([[104]], SamplingParams(temperature=0.7, top_k=4))
+    engine.generate([[104]], SamplingParams(temperature=0))
+    assert engine.protocol == "transformers"
+    bodies = [r["body"] for r in plain.requests]
+    assert [json.loads(b["generation_config"]) for b in bodies[:3]] == [
+        {"do_sample": True, "top_k": 0},
+        {"do_sample": True, "top_k": 0},
+        {"do_sample": True, "top_k": 4},
+    ]
+    assert "generation_config" not in bodies[3]  # greedy: the server's own default
+
+
+def test_a_server_refusing_generation_config_is_named_not_transformers_serve():
+    refusing = JsonPostServer(
+        lambda body: {}, failure=lambda auth: {"detail": "Unexpected fields: {'generation_config'}"}
+    )
+    refusing.failures = [422]
+    try:
+        engine = OpenAIEngine(refusing.base_url, "m", protocol="transformers", tokenizer=CharTokenizer())
+        with pytest.raises(
+            CompletionServerError, match=r"HTTP 422.*not transformers serve; use protocol 'openai'"
+        ):
+            engine.generate([[104]], SamplingParams(temperature=1.0))
+    finally:
+        refusing.close()

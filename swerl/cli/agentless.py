@@ -67,10 +67,11 @@ def _add_model_options(parser: argparse.ArgumentParser, required: bool) -> None:
     )
     group.add_argument(
         "--openai-protocol",
-        choices=["auto", "vllm", "openai"],
+        choices=["auto", "vllm", "openai", "transformers"],
         default="auto",
         help="vllm: token ids in and out (vLLM's extensions); openai: text only, the plain API any "
-        "server takes; auto (default): ask the server which it is",
+        "server takes; transformers: openai plus transformers serve's switch to sampling (without it "
+        "that server answers greedily at any temperature); auto (default): ask the server which it is",
     )
     group.add_argument(
         "--tokenizer", type=local_or_name, help="tokenizer to render prompts with (default: --model)"
@@ -425,13 +426,14 @@ def _sampler(args: argparse.Namespace) -> Any:
         problem = name and model_problem(name, tokenizer=tokenizer)
         if problem:
             raise UserError(f"{option}: {problem}")
-    context = None  # a served model's context is the server's business
+    context = None
     if args.openai_base_url:
         from transformers import AutoTokenizer
 
         from swerl.rollout.openai_client import OpenAIEngine
 
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
+        context = _local_context(args.tokenizer or args.model)
         engine = OpenAIEngine(
             args.openai_base_url, args.model, protocol=args.openai_protocol, tokenizer=tokenizer
         )
@@ -455,6 +457,21 @@ def _sampler(args: argparse.Namespace) -> Any:
             file=sys.stderr,
         )
     return EngineSampler(engine, tokenizer, max_prompt_tokens=args.max_prompt_tokens, context=context)
+
+
+def _local_context(name: str) -> int | None:
+    """The context (`max_position_embeddings`) of the model whose local folder also gives the tokenizer.
+
+    The OpenAI API has no field that tells a model's context. Where the folder holds the model's
+    `config.json` (the served checkpoint itself), that context bounds prompt and answer as in process: a
+    prompt the model cannot hold is skipped rather than sent. A hub id or a tokenizer-only folder leave it
+    to the server.
+    """
+    config = Path(name) / "config.json"
+    if not config.is_file():
+        return None
+    positions = load_json(config).get("max_position_embeddings")
+    return positions if isinstance(positions, int) and positions > 0 else None
 
 
 def _backend(args: argparse.Namespace) -> Any:

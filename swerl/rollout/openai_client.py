@@ -15,6 +15,11 @@ back what training needs:
   the model's tokenizer, special tokens kept), one prompt per request because some servers take no list,
   and only text comes back: `Completion.token_ids` and `logprobs` are empty. Good for evaluation
   (Agentless needs text), not for training, which asks for `require_token_ids` and is refused here.
+- "transformers": "openai" as `transformers serve` needs it. That server decodes greedily whatever the
+  `temperature` unless the request's `generation_config` (a JSON string, a field of its own) says
+  `do_sample`: without it every "sample" of a prompt is the same greedy answer. A sampled request sends
+  `{"do_sample": true, "top_k": ...}` there (`top_k` 0 included: unset, the model's own default, often 50,
+  would filter).
 
 "auto" (the default) asks the server once which it is (`detect_protocol`).
 
@@ -43,8 +48,11 @@ from swerl.rollout.base import Completion, FinishReason, SamplingParams
 
 _TOKEN_ID_PREFIX = "token_id:"
 
-Protocol = Literal["auto", "vllm", "openai"]
-PROTOCOLS: tuple[str, ...] = ("auto", "vllm", "openai")
+Protocol = Literal["auto", "vllm", "openai", "transformers"]
+Resolved = Literal["vllm", "openai", "transformers"]
+PROTOCOLS: tuple[str, ...] = ("auto", "vllm", "openai", "transformers")
+# The protocols that send text and get text back.
+TEXT_PROTOCOLS = ("openai", "transformers")
 # The request fields only vLLM knows; a server that names one of them in a refusal is not vLLM.
 _VLLM_FIELDS = ("return_token_ids", "return_tokens_as_token_ids", "skip_special_tokens")
 
@@ -100,13 +108,18 @@ def plain_completion_request_body(
     n: int,
     seed: int | None,
     extra: dict[str, Any] | None = None,
+    *,
+    transformers: bool = False,
 ) -> dict[str, Any]:
     """The body for `POST /completions` in the plain OpenAI API: one text prompt, fields OpenAI documents.
 
     vLLM's `top_k` and `stop_token_ids` have no plain equivalent and are refused rather than dropped,
-    since dropping them would sample from another distribution than the caller asked for.
+    since dropping them would sample from another distribution than the caller asked for. With
+    `transformers` (`transformers serve`), a sampled request also carries `generation_config`, that
+    server's switch to sampling, which holds `top_k` too.
     """
-    if params.top_k > 0 or params.stop_token_ids:
+    sampled = transformers and params.temperature > 0
+    if (params.top_k > 0 and not sampled) or params.stop_token_ids:
         raise CompletionServerError(
             "top_k and stop_token_ids are vLLM extensions; this server speaks the plain OpenAI API"
         )
@@ -122,6 +135,8 @@ def plain_completion_request_body(
         body["n"] = n
     if seed is not None:
         body["seed"] = seed
+    if sampled:
+        body["generation_config"] = json.dumps({"do_sample": True, "top_k": params.top_k})
     body.update(extra or {})
     return body
 
@@ -280,13 +295,16 @@ def completed_in_threads(
                 future.cancel()
 
 
-def detect_protocol(base_url: str, **retry: Any) -> Literal["vllm", "openai"]:
-    """ "vllm" when the server at `base_url` (e.g. `http://h:8000/v1`) is vLLM, else "openai".
+def detect_protocol(base_url: str, **retry: Any) -> Resolved:
+    """ "vllm" when the server at `base_url` (e.g. `http://h:8000/v1`) is vLLM, "transformers" when it is
+    `transformers serve`, else "openai".
 
     vLLM says so in two places other servers lack: `GET /v1/models` lists its models as `owned_by:
-    "vllm"`, and `GET /version` (at the server's root) answers `{"version": ...}`. A server that cannot be
-    reached raises `CompletionServerError` after `post_json`'s retries (it may still be starting); any
-    HTTP refusal of these reads only means "not vLLM". `retry` is `post_json`'s keyword arguments.
+    "vllm"`, and `GET /version` (at the server's root) answers `{"version": ...}`. `transformers serve`
+    lists each model with a `status` object (`{"value": "loaded"}`), a field the OpenAI API lacks. A
+    server that cannot be reached raises `CompletionServerError` after `post_json`'s retries (it may still
+    be starting); any HTTP refusal of these reads only means "not vLLM". `retry` is `post_json`'s keyword
+    arguments.
     """
     base = base_url.rstrip("/")
     try:
@@ -298,6 +316,8 @@ def detect_protocol(base_url: str, **retry: Any) -> Literal["vllm", "openai"]:
         data = models.get("data") if isinstance(models, dict) else None
         if any(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in data or []):
             return "vllm"
+        if any(isinstance(m, dict) and isinstance(m.get("status"), dict) for m in data or []):
+            return "transformers"
     root = base[: -len("/v1")] if base.endswith("/v1") else base
     try:
         version = post_json(root + "/version", None, **{**retry, "max_retries": 0})
@@ -341,7 +361,8 @@ class OpenAIEngine(_JsonClient):
     """Samples from a completions server; `base_url` ends before `/completions` (e.g. `http://h:8000/v1`).
 
     `protocol` is "vllm" (token ids in and out), "openai" (text in and out; needs `tokenizer` to turn
-    the prompt ids into text) or "auto": asked of the server at the first `generate`. With
+    the prompt ids into text), "transformers" ("openai" with `transformers serve`'s switch to sampling)
+    or "auto": asked of the server at the first `generate`. With
     `require_token_ids` (training: the trainer scores the exact sampled ids) a server that is not vLLM
     is refused with that reason before any sampling. Requests hold up to `prompts_per_request` prompts
     (one in the plain protocol), at most `max_concurrency` in flight. A fixed `SamplingParams.seed` is
@@ -377,7 +398,7 @@ class OpenAIEngine(_JsonClient):
         self.tokenizer = tokenizer
         self.require_token_ids = require_token_ids
 
-    def resolved_protocol(self) -> Literal["vllm", "openai"]:
+    def resolved_protocol(self) -> Resolved:
         """The protocol in use, asking the server once when it is "auto"; refuses what cannot work."""
         if self.protocol == "auto":
             retry = {
@@ -386,13 +407,13 @@ class OpenAIEngine(_JsonClient):
                 "max_retries": self.max_retries,
             }
             self.protocol = detect_protocol(self.base_url, **retry, backoff=self.backoff)
-        if self.protocol == "openai" and self.require_token_ids:
+        if self.protocol in TEXT_PROTOCOLS and self.require_token_ids:
             raise CompletionServerError(
                 f"{self.base_url} is not a vLLM server: sampling for training needs the sampled token ids, "
                 "which only vLLM's return_token_ids extension returns (serve the model with vllm serve, "
                 "or pass protocol 'vllm' if it is vLLM behind a proxy)"
             )
-        if self.protocol == "openai" and self.tokenizer is None:
+        if self.protocol in TEXT_PROTOCOLS and self.tokenizer is None:
             raise UserError(
                 f"{self.base_url} speaks the plain OpenAI API, which takes text: pass a tokenizer"
             )
@@ -419,7 +440,7 @@ class OpenAIEngine(_JsonClient):
     ) -> tuple[Callable[[list[Sequence[int]]], list[list[Completion]]], list[list[Sequence[int]]]]:
         """The function that sends one request and the requests' prompts: runs of `prompts_per_request`
         prompts (one each in the plain protocol), each answered with its prompts' groups in order."""
-        if self.resolved_protocol() == "openai":
+        if self.resolved_protocol() in TEXT_PROTOCOLS:
             return (lambda one: [self._generate_plain(one[0], params)]), [[p] for p in prompts]
         per_request = self.prompts_per_request
         chunks = [list(prompts[i : i + per_request]) for i in range(0, len(prompts), per_request)]
@@ -447,9 +468,24 @@ class OpenAIEngine(_JsonClient):
         while len(out) < params.n:
             seed = None if params.seed is None else params.seed + len(out)
             body = plain_completion_request_body(
-                self.model, text, params, params.n - len(out), seed, self.extra_body
+                self.model,
+                text,
+                params,
+                params.n - len(out),
+                seed,
+                self.extra_body,
+                transformers=self.protocol == "transformers",
             )
-            out += parse_plain_choices(self._post(body), prompt_ids)
+            try:
+                answer = self._post(body)
+            except CompletionServerError as err:
+                if err.status in (400, 422) and "generation_config" in str(err):
+                    raise CompletionServerError(
+                        f"{err} (this server is not transformers serve; use protocol 'openai')",
+                        status=err.status,
+                    ) from err
+                raise
+            out += parse_plain_choices(answer, prompt_ids)
         return out[: params.n]
 
     def sync_weights(self, model: object) -> None:
