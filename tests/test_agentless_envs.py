@@ -1085,3 +1085,20 @@ def test_the_rebuild_step_is_the_projects_setuptools_build(tmp_path: Path) -> No
     for name, (files, expected) in cases.items():
         write_files(tmp_path / name, files)
         assert rebuild_command(tmp_path / name) == expected, name
+
+
+def test_a_fixed_interpreter_given_relative_runs_the_tests_from_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tests run inside a checkout in a scratch folder: a relative --python must still name the
+    # interpreter the user meant, not a missing file (every verdict "cannot judge").
+    instance = _git_repo(tmp_path / "clones", "acme/relative", LOCALE_TESTS)
+    (tmp_path / "py").symlink_to(Path(sys.executable).parent.parent)
+    monkeypatch.chdir(tmp_path)
+    fixed = EnvManager(tmp_path / "envs", python=os.path.join("py", "bin", Path(sys.executable).name))
+    assert fixed.python == str(tmp_path / "py" / "bin" / Path(sys.executable).name)
+    repos = RepoCache(tmp_path / "repos", mirror_dir=tmp_path / "clones", offline=True)
+    run = LocalBackend(repos, fixed, isolation=ISOLATION, timeout_s=60).run_tests(
+        instance, ["tests/test_locale.py"]
+    )
+    assert "not found" not in run.log and run.results, run.log

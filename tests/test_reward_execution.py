@@ -27,7 +27,9 @@ from swerl.execution.instances import Instance
 from swerl.execution.local import LocalBackend
 from swerl.git.clones import RepoCache
 from swerl.reward.execution import (
+    ExecutionResult,
     ExecutionReward,
+    VerdictMemo,
     answer_patch,
     drop_guarded,
     guarded_path,
@@ -247,6 +249,51 @@ def test_identical_patches_of_a_group_run_once(setup: tuple[ExecutionReward, Ins
     counting = ExecutionReward(Counting(reward.backend), workers=2)  # type: ignore[arg-type]
     results = counting.score_group(inst, [inst.patch] * 3 + [inst.patch.replace("index ", "index 0")] + [""])
     assert [r.reward for r in results] == [1.0, 1.0, 1.0, 1.0, 0.0] and len(calls) == 1
+
+
+def test_verdicts_are_remembered_across_calls_and_failures_to_judge_are_not(
+    setup: tuple[ExecutionReward, Instance],
+) -> None:
+    # RL asks the same answers again step after step: a verdict is run once per reward (and per
+    # settings a replaced copy may change), an infrastructure failure is asked again.
+    reward, inst = setup
+    calls: list[str] = []
+
+    class Counting:
+        def __init__(self, inner: LocalBackend) -> None:
+            self.inner, self.repos = inner, inner.repos
+
+        def evaluate(self, instance: Instance, patch: str, log: Path) -> object:
+            calls.append(patch)
+            if len(calls) <= 2:  # the first run and its retry: the sandbox is gone
+                raise OSError("the sandbox is gone")
+            return self.inner.evaluate(instance, patch, log)
+
+    counting = ExecutionReward(Counting(reward.backend))  # type: ignore[arg-type]
+    [lost] = counting.score_pairs([(inst, inst.patch)])
+    assert (lost.kind, len(calls)) == ("infra_error", 2)
+    assert [r.reward for r in counting.score_pairs([(inst, inst.patch)])] == [1.0] and len(calls) == 3
+    again = counting.score_group(inst, [inst.patch, inst.patch.replace("index ", "index 0"), ""])
+    assert [r.reward for r in again] == [1.0, 1.0, 0.0] and len(calls) == 3  # "" is 0 without a run
+    running_empty = dataclasses.replace(counting, run_empty=True)  # shares the memo, not its verdicts
+    assert [r.reward for r in running_empty.score_pairs([(inst, ""), (inst, inst.patch)])] == [0.0, 1.0]
+    # (the empty patch's failure also asks the gold patch once: `GoldChecks`, not a memoized verdict)
+    assert calls.count("") == 1 and (counting.memo.asked, counting.memo.remembered) == (6, 1)
+    before = len(calls)
+    other_tests = dataclasses.replace(inst, pass_to_pass=())  # RLEF's public and private views
+    assert [r.reward for r in counting.score_pairs([(other_tests, inst.patch)])] == [1.0]
+    assert len(calls) == before + 1
+
+
+def test_the_verdict_memo_keeps_the_most_recently_used() -> None:
+    memo = VerdictMemo(size=2)
+    memo.put("a", ExecutionResult(1.0, "resolved"))
+    memo.put("b", ExecutionResult(0.0, "unresolved"))
+    memo.put("lost", ExecutionResult(None, "infra_error", "harness_raised"))
+    assert memo.get("a") is not None  # "a" is now the most recent
+    memo.put("c", ExecutionResult(0.0, "unresolved"))
+    assert [memo.get(k) is not None for k in ("a", "b", "c", "lost")] == [True, False, True, False]
+    assert len(memo) == 2 and "5 distinct test jobs, 3 answered" in memo.summary()
 
 
 def test_rows_that_cannot_be_executed_are_named() -> None:

@@ -36,7 +36,7 @@ from typing import Any
 
 from swerl.codecontests.feedback import fenced
 from swerl.edit_format import FormatError, FormatErrorKind, patch_paths
-from swerl.environments.dialog import Answer, Judge, Outcome, Task
+from swerl.environments.dialog import Answer, Outcome, Task
 from swerl.errors import UserError
 from swerl.execution.base import BUILD_FAILED
 from swerl.execution.harness import END, START
@@ -113,22 +113,27 @@ class RepoJob:
     """Tests the feedback must never name."""
 
 
-def repository_judge(reward: ExecutionReward) -> Judge:
+@dataclass(frozen=True)
+class RepositoryJudge:
     """The judge of `RepoJob`s: one `ExecutionReward.score_pairs` call per batch (the same patch for the
-    same tests once, `workers` runs at a time or on Ray); an empty patch is run too (`run_empty`), since
-    its feedback must say what fails."""
-    if not reward.run_empty:
-        reward = dataclasses.replace(reward, run_empty=True)
+    same tests once, `workers` runs at a time or on Ray, a verdict known from an earlier call from the
+    reward's memo). `reward` runs an empty patch too (`run_empty`), since its feedback must say what
+    fails."""
 
-    def judge(jobs: Sequence[RepoJob]) -> list[ExecutionResult]:
+    reward: ExecutionReward
+
+    def __call__(self, jobs: Sequence[RepoJob]) -> list[ExecutionResult]:
         runnable = [i for i, job in enumerate(jobs) if job.patch is not None]
-        verdicts = reward.score_pairs([(jobs[i].instance, str(jobs[i].patch)) for i in runnable])
+        verdicts = self.reward.score_pairs([(jobs[i].instance, str(jobs[i].patch)) for i in runnable])
         out = [ExecutionResult(-1.0, "malformed", "no_answer") for _ in jobs]
         for i, verdict in zip(runnable, verdicts, strict=True):
             out[i] = verdict
         return out
 
-    return judge
+
+def repository_judge(reward: ExecutionReward) -> RepositoryJudge:
+    """`reward` as the judge of repository episodes (with `run_empty`; the copy shares its memo)."""
+    return RepositoryJudge(reward if reward.run_empty else dataclasses.replace(reward, run_empty=True))
 
 
 # -------------------------------------------------------------------------------------------- the task

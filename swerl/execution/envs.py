@@ -308,6 +308,11 @@ class EnvManager:
         # Absolute once, here: the install steps run inside the testbed, where a relative venv path on
         # PATH no longer resolves and `python` would be whatever else PATH finds (the machine's own).
         self.root = Path(self.root).resolve()
+        # A fixed interpreter given as a relative path (`--python runs/py/bin/python`) is exec'd by the
+        # tests' shims from inside the checkout, where it names nothing: every run would be "cannot
+        # judge". abspath, not resolve: a venv's python is a symlink that must stay the venv's.
+        if self.python and os.sep in self.python:
+            self.python = os.path.abspath(self.python)
         if self.wheelhouse is not None:
             self.wheelhouse = Path(self.wheelhouse).resolve()
             if not self.wheelhouse.is_dir():

@@ -45,14 +45,15 @@ backend, so each node keeps mirrors and environments under the same cache path.
 
 from __future__ import annotations
 
+import collections
 import functools
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import unidiff
 
@@ -84,6 +85,7 @@ CANNOT_JUDGE = ("gold_unresolved", "no_test_results")
 results here at all: the gold patch's verdict, known once, so never tried again."""
 Shaping = Literal["none", "fail_to_pass"]
 SHAPINGS: tuple[str, ...] = ("none", "fail_to_pass")
+J = TypeVar("J")
 
 _RUNNER_FILES = frozenset(
     {"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"}
@@ -241,6 +243,73 @@ class _Counter:
             return self._value
 
 
+class VerdictMemo:
+    """The verdicts of distinct (settings, row and its tests, normalized patch) jobs across calls, at most
+    `size` of them, the least recently used dropped first.
+
+    RL asks the same answer again and again: a sampled answer often repeats one of an earlier step or
+    turn (a policy that has converged writes few distinct patches), and an evaluation repeats the
+    training's. Each call's own duplicates already run once (`score_pairs`); this keeps what one run
+    learned for the next call. Only verdicts are kept (reward not None): an infrastructure failure or a
+    row that cannot be judged is asked again, as a retry would. A verdict is as deterministic as the
+    tests: a flaky test's first outcome is the one every later ask gets, which is also what the
+    in-call dedup gives it."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.asked = 0
+        """Distinct jobs looked up (one per distinct key per call)."""
+        self.remembered = 0
+        """Of those, answered from the memo without a test run."""
+        self._verdicts: collections.OrderedDict[Hashable, ExecutionResult] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> ExecutionResult | None:
+        with self._lock:
+            self.asked += 1
+            found = self._verdicts.get(key)
+            if found is not None:
+                self.remembered += 1
+                self._verdicts.move_to_end(key)
+            return found
+
+    def put(self, key: Hashable, result: ExecutionResult) -> None:
+        if result.reward is None or self.size <= 0:
+            return
+        with self._lock:
+            self._verdicts[key] = result
+            self._verdicts.move_to_end(key)
+            while len(self._verdicts) > self.size:
+                self._verdicts.popitem(last=False)
+
+    def through(
+        self,
+        jobs: list[J],
+        key: Callable[[J], Hashable],
+        run: Callable[[list[J]], list[ExecutionResult]],
+    ) -> list[ExecutionResult]:
+        """The verdict of each of `jobs` (of distinct keys): remembered where known, else from `run`,
+        called once on the others, whose verdicts are then kept."""
+        keys = [key(job) for job in jobs]
+        found = {i: verdict for i, k in enumerate(keys) if (verdict := self.get(k)) is not None}
+        todo = [i for i in range(len(jobs)) if i not in found]
+        for i, verdict in zip(todo, run([jobs[i] for i in todo]), strict=True):
+            self.put(keys[i], verdict)
+            found[i] = verdict
+        return [found[i] for i in range(len(jobs))]
+
+    def __len__(self) -> int:
+        return len(self._verdicts)
+
+    def summary(self) -> str:
+        """One line for a run's log: how many test runs the memo saved."""
+        share = self.remembered / self.asked if self.asked else 0.0
+        return (
+            f"{self.asked} distinct test jobs, {self.remembered} answered from the verdict memo "
+            f"({share:.1%}), {self.asked - self.remembered} run"
+        )
+
+
 @dataclass
 class ExecutionReward:
     """Judges answers with a `LocalBackend`; `score_group` runs a group's distinct patches in parallel.
@@ -262,6 +331,9 @@ class ExecutionReward:
     --mutants`; a row that measured none counts as weak) are not executable: `weak_tests`."""
     strength_weight: bool = False
     """A resolved answer earns the row's test strength instead of 1 (a row without one: 1)."""
+    memo: VerdictMemo = field(default_factory=VerdictMemo, repr=False)
+    """Verdicts kept across `score_pairs` calls (`VerdictMemo(0)`: none). A copy made with
+    `dataclasses.replace` shares it; its keys hold the settings a verdict depends on."""
     _counter: _Counter = field(default_factory=_Counter, repr=False)
     _known: dict[tuple[str, str], tuple[str, str] | None] = field(default_factory=dict, repr=False)
     _gold: GoldChecks | None = field(default=None, repr=False)
@@ -400,10 +472,17 @@ class ExecutionReward:
             for i, (instance, p) in enumerate(pairs)
             if isinstance(p, str) and i not in broken
         }
+        # What else decides a verdict (an empty patch run or not, the shaping, weak rows): a replaced
+        # copy of this reward shares the memo and may differ in them.
+        settings = (id(self.backend), self.shaping, self.run_empty, self.min_test_strength)
+
+        def same_run(job: tuple[Instance, str]) -> tuple[Any, ...]:
+            return (_graded_by(job[0]), normalized_patch(job[1]))
+
         judged = once_each(
             list(runnable.values()),
-            lambda job: (_graded_by(job[0]), normalized_patch(job[1])),
-            self._judge_all,
+            same_run,
+            lambda jobs: self.memo.through(jobs, lambda job: (settings, same_run(job)), self._judge_all),
         )
         verdicts = dict(zip(runnable, judged, strict=True))
         out = []

@@ -720,7 +720,19 @@ def run(
             out[f"eval_after{suffix}"] = evaluate_policy(trainer, eval_tasks, feedback=feedback)
     if trainer.dist.is_main:
         write_eval_report(run_dir, out, resumed=ckpt is not None)
+        report_test_runs(judge)
     return out
+
+
+def report_test_runs(judge: Judge) -> None:
+    """Repository tasks: how many of the run's test jobs the execution reward's memo answered, on
+    stderr (answers repeat across steps and evaluations; each repeat saves a test run of seconds)."""
+    import sys
+
+    from swerl.environments.repository import RepositoryJudge
+
+    if isinstance(judge, RepositoryJudge):
+        print(f"swerl: {judge.reward.memo.summary()}", file=sys.stderr)
 
 
 def write_eval_report(run_dir: Path, results: dict[str, Any], *, resumed: bool) -> None:
