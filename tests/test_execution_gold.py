@@ -13,7 +13,8 @@ import pytest
 from calc_repo import BASE, HALF, build_calc
 
 from swerl.edit_format import build_git_patch
-from swerl.execution.evaluate import GoldChecks, evaluate_local, needs_network
+from swerl.execution.evaluate import GoldChecks, evaluate_local, gold_check_key, needs_network
+from swerl.execution.instances import Instance
 
 pytest.importorskip("swebench")
 
@@ -137,3 +138,14 @@ def test_validate_names_the_tests_that_need_the_network() -> None:
     )
     only_network = judge([before], [dataclasses.replace(after, results={"t.py::test_get": "FAILED"})])
     assert only_network.reason == "no_fail_to_pass" and "1 need the network" in only_network.detail
+
+
+def test_a_kept_gold_check_belongs_to_its_fixed_interpreter() -> None:
+    """A gold check found "cannot judge" with a wrong `--python` must not answer for the corrected one;
+    without a fixed interpreter the key is what it always was (checks kept earlier stay valid)."""
+    row = Instance("acme__calc-1", "acme/calc", "abc", "", patch="p", fail_to_pass=("t::a",))
+    bare = gold_check_key(row, None)
+    assert gold_check_key(row, "/venv/a/bin/python") != gold_check_key(row, "/venv/b/bin/python")
+    assert gold_check_key(row, "/venv/a/bin/python") != bare
+    assert bare == gold_check_key(row, "")
+    assert bare != gold_check_key(dataclasses.replace(row, patch="q"), None)

@@ -469,6 +469,17 @@ def evaluate_local(
     return report
 
 
+def gold_check_key(instance: Instance, python: str | None) -> str:
+    """What a kept gold check holds for: the row's patches and tests, and the fixed interpreter (`--python`)
+    if one is set. The interpreter is part of it because it decides whether the tests can run at all: a
+    "cannot judge" found with a wrong interpreter must not outlive the correction."""
+    what = [instance.base_commit, instance.patch, instance.test_patch, *instance.fail_to_pass, "|"]
+    what += [*instance.pass_to_pass, str(instance.extra.get("eval_script") or "")]
+    if python:
+        what += ["python", python]
+    return hashlib.sha256("\n".join(what).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 @dataclass
 class GoldChecks:
     """Whether this machine can judge an instance at all: its gold patch judged once here (`_judge`,
@@ -509,9 +520,7 @@ class GoldChecks:
             return self._rows[instance.instance_id]
 
     def _judged(self, instance: Instance, run: EvalRun | None) -> dict[str, Any]:
-        what = [instance.base_commit, instance.patch, instance.test_patch, *instance.fail_to_pass, "|"]
-        what += [*instance.pass_to_pass, str(instance.extra.get("eval_script") or "")]
-        digest = hashlib.sha256("\n".join(what).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        digest = gold_check_key(instance, self.backend.envs.python)
         logs = self.folder / instance.instance_id / digest
         saved = _saved_row(logs, digest)
         if saved is not None:
