@@ -39,6 +39,7 @@ def test_where_the_gold_patch_needs_the_network_no_answer_scores_zero(tmp_path: 
     class Counting:
         def __init__(self) -> None:
             self.repos = reward.backend.repos
+            self.envs = reward.backend.envs
 
         def evaluate(self, *args: object) -> object:
             calls.append("gold" if args[1] == inst.patch else "other")

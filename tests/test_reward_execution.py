@@ -240,7 +240,7 @@ def test_identical_patches_of_a_group_run_once(setup: tuple[ExecutionReward, Ins
 
     class Counting:
         def __init__(self, inner: LocalBackend) -> None:
-            self.inner, self.repos = inner, inner.repos
+            self.inner, self.repos, self.envs = inner, inner.repos, inner.envs
 
         def evaluate(self, *args: object) -> object:
             calls.append("x")
@@ -261,7 +261,7 @@ def test_verdicts_are_remembered_across_calls_and_failures_to_judge_are_not(
 
     class Counting:
         def __init__(self, inner: LocalBackend) -> None:
-            self.inner, self.repos = inner, inner.repos
+            self.inner, self.repos, self.envs = inner, inner.repos, inner.envs
 
         def evaluate(self, instance: Instance, patch: str, log: Path) -> object:
             calls.append(patch)
@@ -547,7 +547,7 @@ def test_a_task_whose_ray_worker_dies_is_an_infra_error_left_out_of_the_advantag
 
     class DiesOnHalf:  # a local class: Ray's pickler sends it by value, so its workers need no import of it
         def __init__(self, real: LocalBackend) -> None:
-            self.real, self.repos = real, real.repos
+            self.real, self.repos, self.envs = real, real.repos, real.envs
 
         def evaluate(self, instance: Instance, patch: str, log_path: Path) -> object:
             if patch == half:
