@@ -27,6 +27,7 @@ from swerl.execution.recipes import (
     recipes_for,
     refused_pytest_section,
 )
+from swerl.execution.uninstalled import install_outputs, write_install_outputs
 
 ALL = ("2.7", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
 OLD = dt.date(2013, 5, 1)
@@ -216,3 +217,55 @@ def test_plugins_the_pytest_options_of_the_tree_need_are_test_requirements(
     # pytest stops with `unrecognized arguments: --cov=.` where the plugin is not installed.
     decl = read_declarations(_tree(tmp_path, {"setup.py": SETUP, "old/__init__.py": "", **files}))
     assert decl.test_requirements == ("pytest-cov", "pytest-pep8")
+
+
+SCM_INIT = (
+    "from importlib.metadata import version\n\nfrom calc._version import version as scm_version\n\n"
+    "__version__ = version('acme-calc')\n"
+)
+
+
+META_TEST = "import calc\n\n\ndef test_version():\n    assert calc.__version__ == calc.scm_version\n"
+
+
+def test_code_that_is_not_installed_gets_what_its_install_writes(tmp_path: Path) -> None:
+    # A setuptools_scm version file that git does not track and the distribution's own metadata, both
+    # read at import: without an install (nothing to build here) every test would stop at an
+    # ImportError or PackageNotFoundError before running.
+    files = {
+        "pyproject.toml": '[tool.setuptools_scm]\nwrite_to = "calc/_version.py"\n',
+        "setup.cfg": "[metadata]\nname = acme-calc\n",
+        "calc/__init__.py": SCM_INIT,
+        "tests/test_meta.py": META_TEST,
+    }
+    reward, instance = build_calc(tmp_path, files)
+    run = reward.backend.run_tests(instance, ["tests/test_ops.py", "tests/test_meta.py"])
+    assert run.status == "ok", run.log[-800:]
+    assert run.results == {
+        "tests/test_ops.py::test_sub": "PASSED",
+        "tests/test_meta.py::test_version": "PASSED",
+    }
+    recipe = recipe_from_json(run.recipe)
+    assert recipe.install == ""
+    assert any("setuptools_scm writes calc/_version.py" in d and "acme-calc" in d for d in recipe.decisions)
+
+
+def test_install_outputs_are_read_from_setup_py_and_only_where_the_code_needs_them(tmp_path: Path) -> None:
+    setup = (
+        "from setuptools import setup\nSCM = {'write_to': 'old/version.txt'}\n"
+        "setup(name='old', use_scm_version=SCM, packages=['old'])\n"
+    )
+    reads = "import pkg_resources\n__version__ = pkg_resources.get_distribution(__name__).version\n"
+    tree = _tree(tmp_path / "a", {"setup.py": setup, "old/__init__.py": reads})
+    outputs = install_outputs(tree)
+    assert (outputs.name, outputs.version, outputs.version_file) == ("old", "0.0.0", "old/version.txt")
+    assert write_install_outputs(tree, tmp_path / "meta") == [str(tmp_path / "meta")]
+    assert (tree / "old" / "version.txt").read_text() == "0.0.0\n"
+    assert "Version: 0.0.0" in (tmp_path / "meta" / "old.egg-info" / "PKG-INFO").read_text()
+    # Only the recipe that does not install records it (the others' install writes these files).
+    recipes = recipes_for(tree, dt.date(2020, 5, 1), ("3.8",))
+    assert [any("not installed" in d for d in r.decisions) for r in recipes] == [False, True, False]
+    plain = _tree(tmp_path / "b", {"setup.py": SETUP, "old/__init__.py": "__version__ = '0.1'\n"})
+    assert not install_outputs(plain)
+    assert write_install_outputs(plain, tmp_path / "none") == []
+    assert not (tmp_path / "none").exists()

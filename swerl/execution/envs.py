@@ -58,6 +58,7 @@ from swerl.execution.recipes import (
     recipes_for,
     row_date,
 )
+from swerl.execution.uninstalled import write_install_outputs
 from swerl.git import repo_slug, run_git
 
 
@@ -187,6 +188,9 @@ class TestEnv:
     interpreter (`--python`)."""
     lang: str = ""
     """The locale the tests run with (LANG); empty for none, as in the harness's images."""
+    uninstalled: bool = False
+    """An inferred environment that does not install the project: what its install would have written
+    and its code reads (`uninstalled.py`) is written beside each tree it runs."""
 
     @property
     def artifacts(self) -> Path | None:
@@ -428,7 +432,7 @@ class EnvManager:
         of that very Python: nothing to build (the fast path of stdlib-only code)."""
         bare = recipe.name == "pythonpath" and not recipe.requirements
         if bare and recipe.python == preferred and has_pytest(self.base_python):
-            return Recipe("interpreter", recipe.python)
+            return Recipe("interpreter", recipe.python, decisions=recipe.decisions)
         return recipe
 
     def _recipe_env(self, owner: str, repo: str, tree: Path, recipe: Recipe) -> TestEnv:
@@ -437,13 +441,14 @@ class EnvManager:
         requirements."""
         text = recipe.to_json()
         if recipe.name == "interpreter" and version_of(self.base_python) == recipe.python:
-            return TestEnv(self.base_python, None, text, INFERRED_LANG)
+            return TestEnv(self.base_python, None, text, INFERRED_LANG, uninstalled=True)
         folder = repo_slug(repo) if recipe.install else "shared"
         env = self.root / "auto" / folder / f"{recipe.name}-{recipe.key()}"
         who = f"{owner}, recipe {recipe.name}, Python {recipe.python}"
         self._build(env, who, lambda: self._build_recipe(env, who, tree, recipe), True)
         python = str(env / "venv" / "bin" / "python")
-        return TestEnv(python, env / "testbed" if recipe.install else None, text, INFERRED_LANG)
+        testbed = env / "testbed" if recipe.install else None
+        return TestEnv(python, testbed, text, INFERRED_LANG, uninstalled=testbed is None)
 
     def _build_recipe(self, env: Path, owner: str, tree: Path, recipe: Recipe) -> None:
         """A venv of the recipe's Python with its requirements and, for an installing recipe, the
@@ -559,8 +564,9 @@ class EnvManager:
         argv = [env.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *targets]
         hint = "The install succeeded but pytest cannot collect the tests in this environment."
         if env.testbed is None:
-            values["PYTHONPATH"] = ":".join(code_paths(tree))
             with tempfile.TemporaryDirectory(prefix="swerl-collect-") as where:
+                generated = write_install_outputs(tree, Path(where) / "metadata") if env.uninstalled else []
+                values["PYTHONPATH"] = ":".join([*code_paths(tree), *generated])
                 values |= pytest_config_env(tree, Path(where))
                 _step(owner, argv, hint, values, cwd=tree, timeout_s=COLLECT_TIMEOUT_S)
             return

@@ -41,6 +41,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from swerl.edit_format.patch import PatchApplyError, apply_patch_to_contents
 from swerl.errors import UserError
+from swerl.execution.uninstalled import install_outputs
 from swerl.path_kinds import is_test_module
 
 PYTHON_RELEASES: dict[str, dt.date] = {
@@ -893,7 +894,13 @@ def recipes_for(
             recipes.append(Recipe("test-extras", **editable, **test, cutoff=cutoff))
         recipes.append(Recipe("editable", **editable, cutoff=cutoff))
     requirements = (*(decl.runtime or ()), *test_requirements)
-    recipes.append(Recipe("pythonpath", **common, requirements=requirements, cutoff=cutoff))
+    generated = install_outputs(tree)
+    uninstalled = {**common}
+    if generated:
+        # Recorded with this recipe only: the installing ones get these files from the install itself.
+        note = f"not installed: what the install writes is written beside the code ({generated.why})"
+        uninstalled["decisions"] = (*decisions, note)
+    recipes.append(Recipe("pythonpath", **uninstalled, requirements=requirements, cutoff=cutoff))
     if decl.installable and dated_here:
         recipes.append(Recipe("editable-today", **editable))
     return recipes
