@@ -269,3 +269,25 @@ def test_install_outputs_are_read_from_setup_py_and_only_where_the_code_needs_th
     assert not install_outputs(plain)
     assert write_install_outputs(plain, tmp_path / "none") == []
     assert not (tmp_path / "none").exists()
+
+
+def test_what_the_ci_installs_by_name_is_a_test_requirement(tmp_path: Path) -> None:
+    # fuzzywuzzy's tests of 2015 import pep8, which only its .travis.yml installs (added by the PR
+    # that added the test), wtforms' of 2013 Django, from the file its .travis.yml installs: without
+    # them both sides stop at an ImportError.
+    travis = (
+        "language: python\ninstall:\n  - pip install -U pip setuptools && pip install -r reqs.txt mock\n"
+        '  - if [[ $PY == 2.6 ]]; then pip install unittest2; fi\n  - pip install "six>=1.4" $EXTRA .\n'
+        '  - pip install coveralls sphinx -e .\n  - "pip install -r ci/deps.txt --use-mirrors"\n'
+        "script:\n  - python -m pytest\n"
+    )
+    files = {"setup.py": SETUP, "old/__init__.py": "", ".travis.yml": travis, "ci/deps.txt": "Django\n"}
+    tree = _tree(tmp_path, {**files, "tests/test_requirements.txt": "SQLAlchemy\n"})
+    workflow = "jobs:\n  t:\n    steps:\n      - run: python -m pip install --upgrade pip pep8\n"
+    test_patch = build_git_patch({}, {".github/workflows/ci.yml": workflow})
+    recipes = recipes_for(tree, dt.date(2015, 11, 12), ALL, patches=[test_patch])
+    assert recipes[0].requirements == ("SQLAlchemy", "mock", "six>=1.4", "Django", "pep8")
+    assert recipes[0].decisions[:2] == (
+        "test requirements the row's patches add: pep8",
+        "test requirements the CI files install: mock, six>=1.4, Django",
+    )

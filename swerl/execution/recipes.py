@@ -143,10 +143,14 @@ the test requirements."""
 
 def requirement_files(root: Path) -> list[Path]:
     """The test and development requirement files of a tree, whatever their names: `*req*.txt` at the
-    root (requirements-test.txt, test_requirements.txt, dev-requirements.txt, reqs.txt, ...) and the
-    .txt files of a `requirements*/` folder, the runtime requirements.txt and those of other jobs
-    (`_NOT_FOR_TESTS`) left out."""
-    found = [*root.glob("*req*.txt"), *(p for d in root.glob("requirements*/") for p in d.glob("*.txt"))]
+    root (requirements-test.txt, test_requirements.txt, dev-requirements.txt, reqs.txt, ...) or in
+    its test folder (wtforms' tests/test_requirements.txt), the .txt files of a `requirements*/`
+    folder, the runtime requirements.txt and those of other jobs (`_NOT_FOR_TESTS`) left out."""
+    found = [
+        *root.glob("*req*.txt"),
+        *(p for d in ("tests", "test", "testing") for p in (root / d).glob("*req*.txt")),
+        *(p for d in root.glob("requirements*/") for p in d.glob("*.txt")),
+    ]
     return sorted(
         p
         for p in dict.fromkeys(found)
@@ -399,6 +403,82 @@ def plugin_requirements(root: Path) -> list[str]:
     return [plugin for option, plugin in PLUGIN_OPTIONS if any(o.startswith(option) for o in options)]
 
 
+def ci_files(root: Path) -> list[Path]:
+    """The CI configurations of a tree (Travis, AppVeyor, GitHub Actions), where they exist."""
+    found = [
+        root / ".travis.yml",
+        root / "appveyor.yml",
+        *sorted((root / ".github" / "workflows").glob("*.y*ml")),
+    ]
+    return [p for p in found if p.is_file()]
+
+
+_PIP_OPTIONS_WITH_VALUE = frozenset(
+    {"-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url", "-f"}
+    | {"--extra-index-url", "--find-links", "-t", "--target", "--prefix", "--root", "--src"}
+)
+"""pip install's options that take a value (a file, a URL, a folder), which is no requirement."""
+_REQUIREMENT_WORD = re.compile(
+    r"[A-Za-z0-9][\w.-]*(\[[\w,.-]+\])?([<>=!~]=?[\w.*+!-]+(,[<>=!~]=?[\w.*+!-]+)*)?"
+)
+_CI_TOOLS = re.compile(
+    r"(pip|setuptools|wheel|tox(-[\w-]+)?|virtualenv|twine|(python-)?coveralls|codecov|pre-commit|check-manifest"
+    r"|bump2?version|sphinx[\w-]*|mkdocs[\w-]*)",
+    re.IGNORECASE,
+)
+"""What CI files install for the CI itself, its releases and its docs: not what the tests import."""
+
+
+def _ci_requirement_file(root: Path, name: str) -> list[str]:
+    """The lines of a requirement file the CI installs (`pip install -r tests/reqs.txt`), where it is
+    one of the tree's and not the runtime requirements.txt or another job's (docs, linters)."""
+    path = (root / name).resolve()
+    inside = path.is_relative_to(root.resolve()) and path.is_file()
+    relative = path.relative_to(root.resolve()).as_posix() if inside else ""
+    if not inside or relative == "requirements.txt" or _NOT_FOR_TESTS.search(relative.lower()):
+        return []
+    return _requirement_lines(path)
+
+
+def ci_requirements(root: Path) -> list[str]:
+    """Packages the CI installs for the tests by name (`pip install pep8 mock` in .travis.yml) or from a
+    requirement file (`pip install -r tests/reqs.txt`): the test requirements of repositories that
+    declare them nowhere else (their tests import them all the same). Conditional lines (another
+    interpreter's `unittest2`), variables, paths and the CI's own tools (`_CI_TOOLS`) are left out,
+    and pytest, which the recipe chooses."""
+    found: list[str] = []
+    for path in ci_files(root):
+        for raw in _read(path).splitlines():
+            line = raw.strip().removeprefix("-").strip().removeprefix("run:").strip()
+            if len(line) > 1 and line[0] == line[-1] and line[0] in "'\"":
+                line = line[1:-1]  # a quoted YAML scalar
+            if "pip" not in line or re.search(r"\bif\b|\[\[|\$\{\{", line):
+                continue
+            for command in re.split(r"&&|;|\|\|", line):
+                try:
+                    words = shlex.split(command)
+                except ValueError:
+                    continue
+                at = next(
+                    (i for i, w in enumerate(words[:-1]) if re.fullmatch(r"(.*/)?pip[23]?(\.\d+)?", w)),
+                    -1,
+                )
+                if at < 0 or words[at + 1] != "install":
+                    continue
+                skip = False
+                for previous, word in zip(words[at + 1 :], words[at + 2 :], strict=False):
+                    if previous in ("-r", "--requirement"):
+                        found += _ci_requirement_file(root, word)
+                    if skip or word.startswith("-"):
+                        skip = not skip and word in _PIP_OPTIONS_WITH_VALUE
+                        continue
+                    if _REQUIREMENT_WORD.fullmatch(word) and not _CI_TOOLS.fullmatch(
+                        re.split(r"[<>=!~\[]", word, maxsplit=1)[0]
+                    ):
+                        found.append(word)
+    return [r for r in dict.fromkeys(found) if not _is_pytest(r)]
+
+
 def read_declarations(root: Path) -> Declarations:
     """Everything `recipes_for` needs from the tree at the base commit, read without running it."""
     pyproject_text = _read(root / "pyproject.toml")
@@ -446,6 +526,7 @@ def read_declarations(root: Path) -> Declarations:
         test_requirements += [str(line) for line in tests_require]
     test_requirements += _cfg_list(setup_cfg.get("options", "tests_require", fallback=""))
     test_requirements += plugin_requirements(root)
+    test_requirements += ci_requirements(root)
     for section in tox.sections():
         if section != "testenv" and not (
             section.startswith("testenv:") and not _NOT_FOR_TESTS.search(section.lower())
@@ -736,8 +817,10 @@ DECLARATION_FILES = ("setup.py", "setup.cfg", "tox.ini", "pyproject.toml")
 
 
 def _declares(name: str) -> bool:
-    """Whether a file of that name declares requirements (a declaration or a requirement file)."""
-    return name in DECLARATION_FILES or (name.endswith(".txt") and "req" in name)
+    """Whether a file of that name declares requirements (a declaration, a requirement file or a CI
+    configuration, whose install lines `ci_requirements` reads)."""
+    ci = name in (".travis.yml", "appveyor.yml") or name.startswith(".github/workflows/")
+    return ci or name in DECLARATION_FILES or (name.endswith(".txt") and "req" in name)
 
 
 def patch_test_requirements(root: Path, patches: Sequence[str]) -> list[str]:
@@ -765,7 +848,7 @@ def patch_test_requirements(root: Path, patches: Sequence[str]) -> list[str]:
             overlay = Path(tmp)
             for name in {
                 *DECLARATION_FILES,
-                *(p.relative_to(root).as_posix() for p in requirement_files(root)),
+                *(p.relative_to(root).as_posix() for p in [*requirement_files(root), *ci_files(root)]),
             }:
                 if (root / name).is_file():
                     (overlay / name).parent.mkdir(parents=True, exist_ok=True)
@@ -877,6 +960,9 @@ def recipes_for(
     cutoff = cutoff_of(when, pinned) if dated_here else ""
     if dated and not dated_here:
         decisions.append("no upload cutoff: pip, the resolver for Python 2.7, cannot resolve as of a date")
+    from_ci = [r for r in ci_requirements(tree) if r in test_requirements]
+    if from_ci:
+        decisions.append(f"test requirements the CI files install: {', '.join(from_ci)}")
     runner, command, where = declared_test_command(tree)
     if runner:
         decisions.append(f"test command `{command}` ({where}, {runner}): the tests run under pytest")
