@@ -282,11 +282,11 @@ def test_what_the_ci_installs_by_name_is_a_test_requirement(tmp_path: Path) -> N
         "script:\n  - python -m pytest\n"
     )
     files = {"setup.py": SETUP, "old/__init__.py": "", ".travis.yml": travis, "ci/deps.txt": "Django\n"}
-    tree = _tree(tmp_path, {**files, "tests/test_requirements.txt": "SQLAlchemy\n"})
+    tree = _tree(tmp_path, {**files, "tests/unused_requirements.txt": "SQLAlchemy\n"})
     workflow = "jobs:\n  t:\n    steps:\n      - run: python -m pip install --upgrade pip pep8\n"
     test_patch = build_git_patch({}, {".github/workflows/ci.yml": workflow})
     recipes = recipes_for(tree, dt.date(2015, 11, 12), ALL, patches=[test_patch])
-    assert recipes[0].requirements == ("SQLAlchemy", "mock", "six>=1.4", "Django", "pep8")
+    assert recipes[0].requirements == ("mock", "six>=1.4", "Django", "pep8")
     assert recipes[0].decisions[:2] == (
         "test requirements the row's patches add: pep8",
         "test requirements the CI files install: mock, six>=1.4, Django",

@@ -143,14 +143,10 @@ the test requirements."""
 
 def requirement_files(root: Path) -> list[Path]:
     """The test and development requirement files of a tree, whatever their names: `*req*.txt` at the
-    root (requirements-test.txt, test_requirements.txt, dev-requirements.txt, reqs.txt, ...) or in
-    its test folder (wtforms' tests/test_requirements.txt), the .txt files of a `requirements*/`
-    folder, the runtime requirements.txt and those of other jobs (`_NOT_FOR_TESTS`) left out."""
-    found = [
-        *root.glob("*req*.txt"),
-        *(p for d in ("tests", "test", "testing") for p in (root / d).glob("*req*.txt")),
-        *(p for d in root.glob("requirements*/") for p in d.glob("*.txt")),
-    ]
+    root (requirements-test.txt, test_requirements.txt, dev-requirements.txt, reqs.txt, ...) and the
+    .txt files of a `requirements*/` folder, the runtime requirements.txt and those of other jobs
+    (`_NOT_FOR_TESTS`) left out. (Files elsewhere count where the CI installs them: `ci_requirements`.)"""
+    found = [*root.glob("*req*.txt"), *(p for d in root.glob("requirements*/") for p in d.glob("*.txt"))]
     return sorted(
         p
         for p in dict.fromkeys(found)
