@@ -291,3 +291,35 @@ def test_what_the_ci_installs_by_name_is_a_test_requirement(tmp_path: Path) -> N
         "test requirements the row's patches add: pep8",
         "test requirements the CI files install: mock, six>=1.4, Django",
     )
+
+
+@pytest.mark.parametrize(
+    ("files", "why"),
+    [
+        ({"setup.cfg": "[nosetests]\nwith-doctest = 1\n"}, "setup.cfg configures nosetests"),
+        (
+            {"tests/__init__.py": "try:\n    import nose\nexcept ImportError:\n    raise\n"},
+            "tests/__init__.py",
+        ),
+        (
+            {"run-tests.py": "import nose\nnose.main()\n", "tox.ini": "[testenv]\ncommands = nosetests\n"},
+            "runs nose",
+        ),
+        ({"tox.ini": "[testenv]\ncommands = nose2 -v\n"}, ""),
+        ({"tox.ini": "[testenv]\ndeps = nose>=1.0\ncommands = nosetests\n"}, "declared"),
+    ],
+)
+def test_nose_is_installed_where_the_tests_need_it_and_declare_it_nowhere(
+    tmp_path: Path, files: dict[str, str], why: str
+) -> None:
+    # Python-Markdown's tests of 2011 stop at their package's `import nose`, declared nowhere but in
+    # setup.cfg's [nosetests] section and its run-tests.py.
+    tree = _tree(tmp_path, {"setup.py": SETUP, "old/__init__.py": "", **files})
+    recipe = recipes_for(tree, dt.date(2013, 3, 1), ALL)[0]
+    noted = [d for d in recipe.decisions if d.startswith("nose installed")]
+    if why == "declared":
+        assert recipe.requirements == ("nose>=1.0",) and noted == []
+    elif why:
+        assert "nose" in recipe.requirements and why in noted[0]
+    else:
+        assert recipe.requirements == () and noted == []

@@ -873,7 +873,7 @@ def cutoff_of(when: dt.date, pinned: bool = False) -> str:
 RUNNERS = (
     ("pytest", re.compile(r"\b(py\.test|pytest)\b")),
     ("nose", re.compile(r"\b(nosetests|nose2?)\b")),
-    ("unittest", re.compile(r"-m\s+unittest\b|\bsetup\.py\s+test\b|\btrial\b|\brun_?tests\.py\b")),
+    ("unittest", re.compile(r"-m\s+unittest\b|\bsetup\.py\s+test\b|\btrial\b|\brun[_-]?tests\.py\b")),
 )
 """Test runners told apart in a test command (the first that matches names it)."""
 
@@ -911,8 +911,27 @@ def declared_test_command(root: Path) -> tuple[str, str, str]:
         for runner, pattern in RUNNERS:
             if pattern.search(line):
                 return runner, line, where
-    files = [name for name in ("runtests.py", "run_tests.py", "tests/runtests.py") if (root / name).is_file()]
+    scripts = ("runtests.py", "run_tests.py", "run-tests.py", "tests/runtests.py")
+    files = [name for name in scripts if (root / name).is_file()]
     return ("unittest", f"python {files[0]}", files[0]) if files else ("", "", "")
+
+
+_IMPORTS_NOSE = re.compile(r"^\s*(import\s+nose\b|from\s+nose\b)", re.MULTILINE)
+
+
+def nose_needed(root: Path, runner: str, command: str = "") -> str:
+    """Why the tests need nose installed, empty when nothing says so: the declared test command runs
+    it, setup.cfg configures it (`[nosetests]`), or the test package imports it (Python-Markdown's
+    tests/__init__.py of 2011 stops without it). Projects of the nose years often declare it nowhere
+    else: their CI or their documentation told the developer to install it."""
+    if runner == "nose" and "nose2" not in command:
+        return "the declared test command runs nose"
+    if has_ini_section(_read(root / "setup.cfg"), "nosetests"):
+        return "setup.cfg configures nosetests"
+    for folder in ("tests", "test"):
+        if _IMPORTS_NOSE.search(_read(root / folder / "__init__.py")):
+            return f"{folder}/__init__.py imports nose"
+    return ""
 
 
 def recipes_for(
@@ -952,6 +971,11 @@ def recipes_for(
     if added:
         decisions.append(f"test requirements the row's patches add: {', '.join(added)}")
     test_requirements = (*decl.test_requirements, *added)
+    runner, command, where = declared_test_command(tree)
+    nose = nose_needed(tree, runner, command)
+    if nose and not any(re.match(r"nose\s*([<>=!~;\[]|$)", r, re.IGNORECASE) for r in test_requirements):
+        test_requirements += ("nose",)
+        decisions.append(f"nose installed: {nose}")
     pinned = any("==" in line for line in (*(decl.runtime or ()), *test_requirements))
     cutoff = cutoff_of(when, pinned) if dated_here else ""
     if dated and not dated_here:
@@ -959,7 +983,6 @@ def recipes_for(
     from_ci = [r for r in ci_requirements(tree) if r in test_requirements]
     if from_ci:
         decisions.append(f"test requirements the CI files install: {', '.join(from_ci)}")
-    runner, command, where = declared_test_command(tree)
     if runner:
         decisions.append(f"test command `{command}` ({where}, {runner}): the tests run under pytest")
     if refused_pytest_section(tree):
