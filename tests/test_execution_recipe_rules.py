@@ -323,3 +323,17 @@ def test_nose_is_installed_where_the_tests_need_it_and_declare_it_nowhere(
         assert "nose" in recipe.requirements and why in noted[0]
     else:
         assert recipe.requirements == () and noted == []
+
+
+def test_a_requirement_named_by_a_url_is_taken_as_its_release(tmp_path: Path) -> None:
+    # Python-Markdown's tox.ini of 2013 installs PyTidyLib from a git branch: today's branch, not the
+    # date's, and an install that fails here takes every other test requirement (nose) down with it.
+    tox = "[testenv]\ndeps = nose\n    git+https://github.com/waylan/pytidylib.git#egg=PyTidyLib\n"
+    reqs = "other @ git+https://example.org/other.git\nhttps://example.org/archive.tar.gz\n"
+    files = {"setup.py": SETUP, "old/__init__.py": "", "tox.ini": tox, "requirements-dev.txt": reqs}
+    recipe = recipes_for(_tree(tmp_path, files), dt.date(2013, 3, 1), ALL)[0]
+    assert recipe.requirements == ("other", "nose", "PyTidyLib")
+    assert recipe.decisions == (
+        "requirements named by a URL taken as their releases: other, "
+        "https://example.org/archive.tar.gz left out, PyTidyLib",
+    )

@@ -274,6 +274,9 @@ class Declarations:
     compiled: bool = False
     sources: str = ""
     shadows: tuple[str, ...] = ()
+    released: tuple[str, ...] = ()
+    """Requirements named by a URL (`git+https://...#egg=PyTidyLib`), replaced by the name of their
+    released package (`released`), or `URL left out` where the URL names none."""
     """Modules of `PYTEST_DEPENDENCIES` the tree has at its top level (its own code shadows pytest's)."""
 
 
@@ -334,7 +337,10 @@ def _cfg(path: Path) -> configparser.ConfigParser:
 
 
 def _cfg_list(value: str) -> list[str]:
-    return [line.split("#", 1)[0].strip() for line in value.splitlines() if line.split("#", 1)[0].strip()]
+    """The lines of a multi-line ini value, comments left out: a `#` that starts the line or follows
+    white space (a URL's `#egg=NAME` is no comment)."""
+    lines = (re.split(r"(?:^|\s)#", line, maxsplit=1)[0].strip() for line in value.splitlines())
+    return [line for line in lines if line]
 
 
 def _ci_versions(root: Path) -> list[str]:
@@ -475,6 +481,24 @@ def ci_requirements(root: Path) -> list[str]:
     return [r for r in dict.fromkeys(found) if not _is_pytest(r)]
 
 
+_URL = re.compile(r"^(\w+\+)?\w+://|^(\w+\+)\w+:|\s@\s")
+"""A requirement given as a URL (a VCS checkout, an archive) or a PEP 508 direct reference."""
+
+
+def released(requirement: str) -> str:
+    """A requirement as the release resolver can take as of a date: one named by a URL becomes the
+    name it gives its package (`#egg=NAME`, `NAME @ URL`), which is resolved like any other; one that
+    names none is left out (empty). A URL installs the branch as it is today, not as it was at the
+    row's date, and needs a network the index may be the only way out to."""
+    if not _URL.search(requirement):
+        return requirement
+    direct = re.match(r"^\s*([A-Za-z0-9][\w.-]*)(\[[^\]]*\])?\s*@\s", requirement)
+    if direct:
+        return direct.group(1) + (direct.group(2) or "")
+    egg = re.search(r"[#&]egg=([A-Za-z0-9][\w.]*(?:-(?!\d)[\w.]+)*)", requirement)
+    return egg.group(1) if egg else ""
+
+
 def read_declarations(root: Path) -> Declarations:
     """Everything `recipes_for` needs from the tree at the base commit, read without running it."""
     pyproject_text = _read(root / "pyproject.toml")
@@ -556,10 +580,19 @@ def read_declarations(root: Path) -> Declarations:
         requires_python=requires_python,
         listed_pythons=tuple(listed),
         listed_from=listed_from,
-        runtime=None if runtime is None else tuple(dict.fromkeys(runtime)),
+        runtime=None if runtime is None else tuple(dict.fromkeys(filter(None, map(released, runtime)))),
         test_extra=test_extra,
         test_extra_requirements=tuple(_as_lines(extras.get(test_extra, ()))),
-        test_requirements=tuple(dict.fromkeys(r for r in test_requirements if not _is_pytest(r))),
+        test_requirements=tuple(
+            dict.fromkeys(r for r in filter(None, map(released, test_requirements)) if not _is_pytest(r))
+        ),
+        released=tuple(
+            dict.fromkeys(
+                released(r) or f"{r} left out"
+                for r in [*(runtime or ()), *test_requirements]
+                if released(r) != r
+            )
+        ),
         installable=installable,
         compiled=compiled,
         sources=sources,
@@ -980,6 +1013,8 @@ def recipes_for(
     cutoff = cutoff_of(when, pinned) if dated_here else ""
     if dated and not dated_here:
         decisions.append("no upload cutoff: pip, the resolver for Python 2.7, cannot resolve as of a date")
+    if decl.released:
+        decisions.append(f"requirements named by a URL taken as their releases: {', '.join(decl.released)}")
     from_ci = [r for r in ci_requirements(tree) if r in test_requirements]
     if from_ci:
         decisions.append(f"test requirements the CI files install: {', '.join(from_ci)}")
