@@ -14,7 +14,7 @@ import pytest
 from calc_repo import build_calc, write_files
 
 from swerl.edit_format import build_git_patch
-from swerl.execution.envs import EnvSetupError, find_python
+from swerl.execution.envs import EnvManager, EnvSetupError, find_python
 from swerl.execution.local import _interpreter_roots
 from swerl.execution.recipes import (
     Recipe,
@@ -337,3 +337,20 @@ def test_a_requirement_named_by_a_url_is_taken_as_its_release(tmp_path: Path) ->
         "requirements named by a URL taken as their releases: other, "
         "https://example.org/archive.tar.gz left out, PyTidyLib",
     )
+
+
+def test_nose_is_resolved_without_the_cutoff_like_the_build_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nose before 1.3.7 reaches Python 3 only through 2to3 at build, which today's setuptools does not
+    # run: bleach's tests of December 2014 stopped at a SyntaxError in nose/core.py.
+    manager = EnvManager(tmp_path / "cache")
+    (tmp_path / "env" / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "env" / "venv" / "bin" / "python").symlink_to(sys.executable)  # a Python 3 venv
+    commands: list[list[str]] = []
+    monkeypatch.setattr(manager, "_uv", lambda: "/usr/bin/uv")
+    monkeypatch.setattr(manager, "_pip_step", lambda env, owner, cmd, cwd: commands.append(cmd))
+    manager._install(tmp_path / "env", "acme/old", ["nose", "six"], tmp_path, "2014-12-01")
+    exempt = {a.split("=")[1] for a in commands[0] if a.startswith("--exclude-newer-package=")}
+    assert exempt == {"setuptools", "wheel", "nose"}
+    assert commands[0][commands[0].index("--exclude-newer") + 1] == "2014-12-01"

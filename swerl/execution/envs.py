@@ -61,6 +61,13 @@ from swerl.execution.recipes import (
 from swerl.execution.uninstalled import write_install_outputs
 from swerl.git import repo_slug, run_git
 
+UNDATED = ("setuptools", "wheel", "nose")
+"""Packages resolved without the recipe's cutoff. setuptools and wheel: the build tools (see
+`_install`). nose: a test runner, chosen like pytest rather than by the date; its releases before 1.3.7
+(June 2015) are sdists that reach Python 3 only through 2to3 at build, which today's setuptools no
+longer runs, so they install as Python 2 code (a SyntaxError in nose/core.py at the first import), and
+1.3.7 was its last release."""
+
 
 class EnvSetupError(UserError, RuntimeError):
     """A test environment could not be created (no network for pip, a failing install, ...)."""
@@ -506,12 +513,12 @@ class EnvManager:
 
     def _install(self, env: Path, owner: str, args: list[str], cwd: Path, cutoff: str) -> None:
         """Install `args` into `env`: from a wheelhouse with pip; else with uv, as of `cutoff` when it is
-        set (`--exclude-newer`; the build tools setuptools and wheel exempt, since a build environment
-        of the date lacks what today's resolver needs to build at all). Why uv: pip resolves as of a
-        date only from 26.0 on, which Pythons before 3.9 cannot run, and here it would also take
-        today's releases from the machine's local indexes, which serve no upload times. Without uv an
-        undated install falls back to the venv's pip; a dated one fails (its recipe is then skipped),
-        since nothing newer than its date may come in."""
+        set (`--exclude-newer`; `UNDATED` exempt: the build tools setuptools and wheel, since a build
+        environment of the date lacks what today's resolver needs to build at all, and nose). Why
+        uv: pip resolves as of a date only from 26.0 on, which Pythons before 3.9 cannot run, and here
+        it would also take today's releases from the machine's local indexes, which serve no upload
+        times. Without uv an undated install falls back to the venv's pip; a dated one fails (its
+        recipe is then skipped), since nothing newer than its date may come in."""
         python2 = version_of(str(env / "venv" / "bin" / "python")) == "2.7"  # uv installs for Python 3 only
         uv = self._uv() if self.wheelhouse is None and not python2 else None
         if uv is None and not cutoff:
@@ -526,7 +533,7 @@ class EnvManager:
         if cutoff:
             today = dt.date.today().isoformat()
             dated = ["--exclude-newer", cutoff]
-            dated += [f"--exclude-newer-package={tool}={today}" for tool in ("setuptools", "wheel")]
+            dated += [f"--exclude-newer-package={tool}={today}" for tool in UNDATED]
         python = str(env / "venv" / "bin" / "python")
         self._pip_step(env, owner, [uv, "pip", "install", "-q", "--python", python, *dated, *args], cwd)
 
