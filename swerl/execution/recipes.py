@@ -41,7 +41,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from swerl.edit_format.patch import PatchApplyError, apply_patch_to_contents
 from swerl.errors import UserError
-from swerl.execution.uninstalled import install_outputs
+from swerl.execution.uninstalled import install_outputs, setup_literal
 from swerl.path_kinds import is_test_module
 
 PYTHON_RELEASES: dict[str, dt.date] = {
@@ -287,31 +287,6 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _literal_keyword(setup_py: str, name: str) -> Any:
-    """The literal value of `name=` in a setup.py's call, directly or through a module-level name
-    bound to a literal (`EXTRAS_REQUIRE = {...}`, `setup(extras_require=EXTRAS_REQUIRE)`); None when
-    absent or computed."""
-    try:
-        tree = ast.parse(setup_py)
-    except SyntaxError:
-        return None
-    bound = {
-        target.id: node.value
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    }
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == name:
-            value = bound.get(node.value.id, node.value) if isinstance(node.value, ast.Name) else node.value
-            try:
-                return ast.literal_eval(value)
-            except ValueError:
-                return None
-    return None
-
-
 def _requirement_lines(path: Path, seen: set[Path] | None = None) -> list[str]:
     """Requirements of a pip requirements file, following `-r` includes; options, editable and local
     paths (the project itself) are left out: the recipe installs the project its own way."""
@@ -513,7 +488,7 @@ def read_declarations(root: Path) -> Declarations:
 
     requires_python = str(project.get("requires-python") or "")
     requires_python = requires_python or setup_cfg.get("options", "python_requires", fallback="")
-    literal = _literal_keyword(setup_py, "python_requires") if setup_py else None
+    literal = setup_literal(setup_py, "python_requires") if setup_py else None
     requires_python = requires_python or (literal if isinstance(literal, str) else "")
 
     listed, listed_from = [], ""
@@ -529,10 +504,10 @@ def read_declarations(root: Path) -> Declarations:
     runtime: list[str] | None = list(project.get("dependencies", []) or [])
     extras: Mapping[str, Any] = dict(project.get("optional-dependencies", {}) or {})
     if setup_py:
-        requires = _literal_keyword(setup_py, "install_requires")
+        requires = setup_literal(setup_py, "install_requires")
         dynamic = "install_requires" in setup_py and not isinstance(requires, list | tuple)
         runtime = None if dynamic else [*runtime, *(requires or ())]
-        setup_extras = _literal_keyword(setup_py, "extras_require")
+        setup_extras = setup_literal(setup_py, "extras_require")
         extras = {**extras, **(setup_extras if isinstance(setup_extras, dict) else {})}
     if setup_cfg.has_section("options") and runtime is not None:
         runtime += _cfg_list(setup_cfg.get("options", "install_requires", fallback=""))
@@ -541,7 +516,7 @@ def read_declarations(root: Path) -> Declarations:
     test_extra = next((name for name in TEST_EXTRAS if name in extras), "")
 
     test_requirements = [line for path in requirement_files(root) for line in _requirement_lines(path)]
-    tests_require = _literal_keyword(setup_py, "tests_require") if setup_py else None
+    tests_require = setup_literal(setup_py, "tests_require") if setup_py else None
     if isinstance(tests_require, list | tuple):
         test_requirements += [str(line) for line in tests_require]
     test_requirements += _cfg_list(setup_cfg.get("options", "tests_require", fallback=""))

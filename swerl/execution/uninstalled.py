@@ -26,6 +26,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 UNKNOWN_VERSION = "0.0.0"
 """The version written where the project states none (setuptools_scm projects compute theirs from git
@@ -68,13 +69,14 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _setup_call_keywords(setup_py: str) -> dict[str, object]:
-    """The literal keyword arguments of a setup.py's calls (names bound to literals at module level
-    resolved); computed ones are left out."""
+def setup_literal(setup_py: str, name: str) -> Any:
+    """The literal value of `name=` in a setup.py's call, directly or through a module-level name
+    bound to a literal (`EXTRAS_REQUIRE = {...}`, `setup(extras_require=EXTRAS_REQUIRE)`); None when
+    absent or computed."""
     try:
         tree = ast.parse(setup_py)
     except SyntaxError:
-        return {}
+        return None
     bound = {
         target.id: node.value
         for node in tree.body
@@ -82,21 +84,14 @@ def _setup_call_keywords(setup_py: str) -> dict[str, object]:
         for target in node.targets
         if isinstance(target, ast.Name)
     }
-    found: dict[str, object] = {}
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        for keyword in node.keywords:
-            if keyword.arg is None or keyword.arg in found:
-                continue
-            value = keyword.value
-            if isinstance(value, ast.Name):
-                value = bound.get(value.id, value)
+        if isinstance(node, ast.keyword) and node.arg == name:
+            value = bound.get(node.value.id, node.value) if isinstance(node.value, ast.Name) else node.value
             try:
-                found[keyword.arg] = ast.literal_eval(value)
+                return ast.literal_eval(value)
             except ValueError:
-                continue
-    return found
+                return None
+    return None
 
 
 def _scm_file(tree: Path, setup: dict[str, object], pyproject: dict[str, object]) -> tuple[str, str, str]:
@@ -163,7 +158,12 @@ def install_outputs(tree: Path) -> InstallOutputs:
         pyproject = tomllib.loads(_read(tree / "pyproject.toml"))
     except tomllib.TOMLDecodeError:
         pyproject = {}
-    setup = _setup_call_keywords(_read(tree / "setup.py")) if (tree / "setup.py").is_file() else {}
+    setup_py = _read(tree / "setup.py")
+    setup = (
+        {key: setup_literal(setup_py, key) for key in ("use_scm_version", "name", "version")}
+        if setup_py
+        else {}
+    )
     version_file, template, declared = _scm_file(tree, setup, pyproject)
     name, version = _declared_name_and_version(tree, setup, pyproject)
     reader = _reads_own_metadata(tree, name) if name else ""
