@@ -436,6 +436,9 @@ def test_test_files_leave_out_deleted_and_non_python_files() -> None:
 
     patch = diff("tests/test_a.py")
     patch += diff("tests/test_old.py", "/dev/null", "deleted file mode 100644\n") + diff("tests/data.json")
+    # An empty file deleted has no hunk and no `---`/`+++` lines (bleach moved its tests/__init__.py).
+    init = "pkg/tests/__init__.py"
+    patch += f"diff --git a/{init} b/{init}\ndeleted file mode 100644\nindex e69de29..0000000\n"
     assert patch_test_files(patch) == ["tests/test_a.py"]
 
 

@@ -14,7 +14,7 @@ import pytest
 from calc_repo import build_calc, write_files
 
 from swerl.edit_format import build_git_patch
-from swerl.execution.envs import EnvSetupError, find_python
+from swerl.execution.envs import EnvManager, EnvSetupError, find_python
 from swerl.execution.local import _interpreter_roots
 from swerl.execution.recipes import (
     Recipe,
@@ -27,6 +27,7 @@ from swerl.execution.recipes import (
     recipes_for,
     refused_pytest_section,
 )
+from swerl.execution.uninstalled import install_outputs, write_install_outputs
 
 ALL = ("2.7", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
 OLD = dt.date(2013, 5, 1)
@@ -216,3 +217,140 @@ def test_plugins_the_pytest_options_of_the_tree_need_are_test_requirements(
     # pytest stops with `unrecognized arguments: --cov=.` where the plugin is not installed.
     decl = read_declarations(_tree(tmp_path, {"setup.py": SETUP, "old/__init__.py": "", **files}))
     assert decl.test_requirements == ("pytest-cov", "pytest-pep8")
+
+
+SCM_INIT = (
+    "from importlib.metadata import version\n\nfrom calc._version import version as scm_version\n\n"
+    "__version__ = version('acme-calc')\n"
+)
+
+
+META_TEST = "import calc\n\n\ndef test_version():\n    assert calc.__version__ == calc.scm_version\n"
+
+
+def test_code_that_is_not_installed_gets_what_its_install_writes(tmp_path: Path) -> None:
+    # A setuptools_scm version file that git does not track and the distribution's own metadata, both
+    # read at import: without an install (nothing to build here) every test would stop at an
+    # ImportError or PackageNotFoundError before running.
+    files = {
+        "pyproject.toml": '[tool.setuptools_scm]\nwrite_to = "calc/_version.py"\n',
+        "setup.cfg": "[metadata]\nname = acme-calc\n",
+        "calc/__init__.py": SCM_INIT,
+        "tests/test_meta.py": META_TEST,
+    }
+    reward, instance = build_calc(tmp_path, files)
+    run = reward.backend.run_tests(instance, ["tests/test_ops.py", "tests/test_meta.py"])
+    assert run.status == "ok", run.log[-800:]
+    assert run.results == {
+        "tests/test_ops.py::test_sub": "PASSED",
+        "tests/test_meta.py::test_version": "PASSED",
+    }
+    recipe = recipe_from_json(run.recipe)
+    assert recipe.install == ""
+    assert any("setuptools_scm writes calc/_version.py" in d and "acme-calc" in d for d in recipe.decisions)
+
+
+def test_install_outputs_are_read_from_setup_py_and_only_where_the_code_needs_them(tmp_path: Path) -> None:
+    setup = (
+        "from setuptools import setup\nSCM = {'write_to': 'old/version.txt'}\n"
+        "setup(name='old', use_scm_version=SCM, packages=['old'])\n"
+    )
+    reads = "import pkg_resources\n__version__ = pkg_resources.get_distribution(__name__).version\n"
+    tree = _tree(tmp_path / "a", {"setup.py": setup, "old/__init__.py": reads})
+    outputs = install_outputs(tree)
+    assert (outputs.name, outputs.version, outputs.version_file) == ("old", "0.0.0", "old/version.txt")
+    assert write_install_outputs(tree, tmp_path / "meta") == [str(tmp_path / "meta")]
+    assert (tree / "old" / "version.txt").read_text() == "0.0.0\n"
+    assert "Version: 0.0.0" in (tmp_path / "meta" / "old.egg-info" / "PKG-INFO").read_text()
+    # Only the recipe that does not install records it (the others' install writes these files).
+    recipes = recipes_for(tree, dt.date(2020, 5, 1), ("3.8",))
+    assert [any("not installed" in d for d in r.decisions) for r in recipes] == [False, True, False]
+    plain = _tree(tmp_path / "b", {"setup.py": SETUP, "old/__init__.py": "__version__ = '0.1'\n"})
+    assert not install_outputs(plain)
+    assert write_install_outputs(plain, tmp_path / "none") == []
+    assert not (tmp_path / "none").exists()
+
+
+def test_what_the_ci_installs_by_name_is_a_test_requirement(tmp_path: Path) -> None:
+    # fuzzywuzzy's tests of 2015 import pep8, which only its .travis.yml installs (added by the PR
+    # that added the test), wtforms' of 2013 Django, from the file its .travis.yml installs: without
+    # them both sides stop at an ImportError.
+    travis = (
+        "language: python\ninstall:\n  - pip install -U pip setuptools && pip install -r reqs.txt mock\n"
+        '  - if [[ $PY == 2.6 ]]; then pip install unittest2; fi\n  - pip install "six>=1.4" $EXTRA .\n'
+        '  - pip install coveralls sphinx -e .\n  - "pip install -r ci/deps.txt --use-mirrors"\n'
+        "script:\n  - python -m pytest\n"
+    )
+    files = {"setup.py": SETUP, "old/__init__.py": "", ".travis.yml": travis, "ci/deps.txt": "Django\n"}
+    tree = _tree(tmp_path, {**files, "tests/unused_requirements.txt": "SQLAlchemy\n"})
+    workflow = "jobs:\n  t:\n    steps:\n      - run: python -m pip install --upgrade pip pep8\n"
+    test_patch = build_git_patch({}, {".github/workflows/ci.yml": workflow})
+    recipes = recipes_for(tree, dt.date(2015, 11, 12), ALL, patches=[test_patch])
+    assert recipes[0].requirements == ("mock", "six>=1.4", "Django", "pep8")
+    assert recipes[0].decisions[:2] == (
+        "test requirements the row's patches add: pep8",
+        "test requirements the CI files install: mock, six>=1.4, Django",
+    )
+
+
+@pytest.mark.parametrize(
+    ("files", "why"),
+    [
+        ({"setup.cfg": "[nosetests]\nwith-doctest = 1\n"}, "setup.cfg configures nosetests"),
+        (
+            {"tests/__init__.py": "try:\n    import nose\nexcept ImportError:\n    raise\n"},
+            "tests/__init__.py",
+        ),
+        (
+            {"run-tests.py": "import nose\nnose.main()\n", "tox.ini": "[testenv]\ncommands = nosetests\n"},
+            "runs nose",
+        ),
+        ({"tox.ini": "[testenv]\ncommands = nose2 -v\n"}, ""),
+        ({"tox.ini": "[testenv]\ndeps = nose>=1.0\ncommands = nosetests\n"}, "declared"),
+    ],
+)
+def test_nose_is_installed_where_the_tests_need_it_and_declare_it_nowhere(
+    tmp_path: Path, files: dict[str, str], why: str
+) -> None:
+    # Python-Markdown's tests of 2011 stop at their package's `import nose`, declared nowhere but in
+    # setup.cfg's [nosetests] section and its run-tests.py.
+    tree = _tree(tmp_path, {"setup.py": SETUP, "old/__init__.py": "", **files})
+    recipe = recipes_for(tree, dt.date(2013, 3, 1), ALL)[0]
+    noted = [d for d in recipe.decisions if d.startswith("nose installed")]
+    if why == "declared":
+        assert recipe.requirements == ("nose>=1.0",) and noted == []
+    elif why:
+        assert "nose" in recipe.requirements and why in noted[0]
+    else:
+        assert recipe.requirements == () and noted == []
+
+
+def test_a_requirement_named_by_a_url_is_taken_as_its_release(tmp_path: Path) -> None:
+    # Python-Markdown's tox.ini of 2013 installs PyTidyLib from a git branch: today's branch, not the
+    # date's, and an install that fails here takes every other test requirement (nose) down with it.
+    tox = "[testenv]\ndeps = nose\n    git+https://github.com/waylan/pytidylib.git#egg=PyTidyLib\n"
+    reqs = "other @ git+https://example.org/other.git\nhttps://example.org/archive.tar.gz\n"
+    files = {"setup.py": SETUP, "old/__init__.py": "", "tox.ini": tox, "requirements-dev.txt": reqs}
+    recipe = recipes_for(_tree(tmp_path, files), dt.date(2013, 3, 1), ALL)[0]
+    assert recipe.requirements == ("other", "nose", "PyTidyLib")
+    assert recipe.decisions == (
+        "requirements named by a URL taken as their releases: other, "
+        "https://example.org/archive.tar.gz left out, PyTidyLib",
+    )
+
+
+def test_nose_is_resolved_without_the_cutoff_like_the_build_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nose before 1.3.7 reaches Python 3 only through 2to3 at build, which today's setuptools does not
+    # run: bleach's tests of December 2014 stopped at a SyntaxError in nose/core.py.
+    manager = EnvManager(tmp_path / "cache")
+    (tmp_path / "env" / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "env" / "venv" / "bin" / "python").symlink_to(sys.executable)  # a Python 3 venv
+    commands: list[list[str]] = []
+    monkeypatch.setattr(manager, "_uv", lambda: "/usr/bin/uv")
+    monkeypatch.setattr(manager, "_pip_step", lambda env, owner, cmd, cwd: commands.append(cmd))
+    manager._install(tmp_path / "env", "acme/old", ["nose", "six"], tmp_path, "2014-12-01")
+    exempt = {a.split("=")[1] for a in commands[0] if a.startswith("--exclude-newer-package=")}
+    assert exempt == {"setuptools", "wheel", "nose"}
+    assert commands[0][commands[0].index("--exclude-newer") + 1] == "2014-12-01"

@@ -58,7 +58,15 @@ from swerl.execution.recipes import (
     recipes_for,
     row_date,
 )
+from swerl.execution.uninstalled import write_install_outputs
 from swerl.git import repo_slug, run_git
+
+UNDATED = ("setuptools", "wheel", "nose")
+"""Packages resolved without the recipe's cutoff. setuptools and wheel: the build tools (see
+`_install`). nose: a test runner, chosen like pytest rather than by the date; its releases before 1.3.7
+(June 2015) are sdists that reach Python 3 only through 2to3 at build, which today's setuptools no
+longer runs, so they install as Python 2 code (a SyntaxError in nose/core.py at the first import), and
+1.3.7 was its last release."""
 
 
 class EnvSetupError(UserError, RuntimeError):
@@ -187,6 +195,9 @@ class TestEnv:
     interpreter (`--python`)."""
     lang: str = ""
     """The locale the tests run with (LANG); empty for none, as in the harness's images."""
+    uninstalled: bool = False
+    """An inferred environment that does not install the project: what its install would have written
+    and its code reads (`uninstalled.py`) is written beside each tree it runs."""
 
     @property
     def artifacts(self) -> Path | None:
@@ -433,7 +444,7 @@ class EnvManager:
         of that very Python: nothing to build (the fast path of stdlib-only code)."""
         bare = recipe.name == "pythonpath" and not recipe.requirements
         if bare and recipe.python == preferred and has_pytest(self.base_python):
-            return Recipe("interpreter", recipe.python)
+            return Recipe("interpreter", recipe.python, decisions=recipe.decisions)
         return recipe
 
     def _recipe_env(self, owner: str, repo: str, tree: Path, recipe: Recipe) -> TestEnv:
@@ -442,13 +453,14 @@ class EnvManager:
         requirements."""
         text = recipe.to_json()
         if recipe.name == "interpreter" and version_of(self.base_python) == recipe.python:
-            return TestEnv(self.base_python, None, text, INFERRED_LANG)
+            return TestEnv(self.base_python, None, text, INFERRED_LANG, uninstalled=True)
         folder = repo_slug(repo) if recipe.install else "shared"
         env = self.root / "auto" / folder / f"{recipe.name}-{recipe.key()}"
         who = f"{owner}, recipe {recipe.name}, Python {recipe.python}"
         self._build(env, who, lambda: self._build_recipe(env, who, tree, recipe), True)
         python = str(env / "venv" / "bin" / "python")
-        return TestEnv(python, env / "testbed" if recipe.install else None, text, INFERRED_LANG)
+        testbed = env / "testbed" if recipe.install else None
+        return TestEnv(python, testbed, text, INFERRED_LANG, uninstalled=testbed is None)
 
     def _build_recipe(self, env: Path, owner: str, tree: Path, recipe: Recipe) -> None:
         """A venv of the recipe's Python with its requirements and, for an installing recipe, the
@@ -506,12 +518,12 @@ class EnvManager:
 
     def _install(self, env: Path, owner: str, args: list[str], cwd: Path, cutoff: str) -> None:
         """Install `args` into `env`: from a wheelhouse with pip; else with uv, as of `cutoff` when it is
-        set (`--exclude-newer`; the build tools setuptools and wheel exempt, since a build environment
-        of the date lacks what today's resolver needs to build at all). Why uv: pip resolves as of a
-        date only from 26.0 on, which Pythons before 3.9 cannot run, and here it would also take
-        today's releases from the machine's local indexes, which serve no upload times. Without uv an
-        undated install falls back to the venv's pip; a dated one fails (its recipe is then skipped),
-        since nothing newer than its date may come in."""
+        set (`--exclude-newer`; `UNDATED` exempt: the build tools setuptools and wheel, since a build
+        environment of the date lacks what today's resolver needs to build at all, and nose). Why
+        uv: pip resolves as of a date only from 26.0 on, which Pythons before 3.9 cannot run, and here
+        it would also take today's releases from the machine's local indexes, which serve no upload
+        times. Without uv an undated install falls back to the venv's pip; a dated one fails (its
+        recipe is then skipped), since nothing newer than its date may come in."""
         python2 = version_of(str(env / "venv" / "bin" / "python")) == "2.7"  # uv installs for Python 3 only
         uv = self._uv() if self.wheelhouse is None and not python2 else None
         if uv is None and not cutoff:
@@ -526,7 +538,7 @@ class EnvManager:
         if cutoff:
             today = dt.date.today().isoformat()
             dated = ["--exclude-newer", cutoff]
-            dated += [f"--exclude-newer-package={tool}={today}" for tool in ("setuptools", "wheel")]
+            dated += [f"--exclude-newer-package={tool}={today}" for tool in UNDATED]
         python = str(env / "venv" / "bin" / "python")
         self._pip_step(env, owner, [uv, "pip", "install", "-q", "--python", python, *dated, *args], cwd)
 
@@ -564,8 +576,9 @@ class EnvManager:
         argv = [env.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *targets]
         hint = "The install succeeded but pytest cannot collect the tests in this environment."
         if env.testbed is None:
-            values["PYTHONPATH"] = ":".join(code_paths(tree))
             with tempfile.TemporaryDirectory(prefix="swerl-collect-") as where:
+                generated = write_install_outputs(tree, Path(where) / "metadata") if env.uninstalled else []
+                values["PYTHONPATH"] = ":".join([*code_paths(tree), *generated])
                 values |= pytest_config_env(tree, Path(where))
                 _step(owner, argv, hint, values, cwd=tree, timeout_s=COLLECT_TIMEOUT_S)
             return

@@ -109,7 +109,9 @@ def patch_test_files(test_patch: str) -> list[str]:
     files = []
     for chunk in re.split(r"(?m)^(?=diff --git )", test_patch):
         header = _DIFF_FILE.match(chunk)
-        if header is None or "\n+++ /dev/null" in chunk.split("\n@@", 1)[0]:
+        head = chunk.split("\n@@", 1)[0]
+        # An empty file deleted (a package's `tests/__init__.py` moved away) has no `+++` line.
+        if header is None or "\n+++ /dev/null" in head or "\ndeleted file mode" in head:
             continue
         name = header.group(2)
         if name.endswith(".py"):

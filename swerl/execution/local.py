@@ -61,6 +61,7 @@ from swerl.execution.harness import (
 )
 from swerl.execution.instances import Instance
 from swerl.execution.recipes import COMPILED_SUFFIXES, pytest_config_env
+from swerl.execution.uninstalled import write_install_outputs
 from swerl.git.clones import RepoCache
 from swerl.sandbox.limits import MIB
 
@@ -181,7 +182,11 @@ def _test_env(workdir: Path, bin_dir: Path, env: TestEnv) -> dict[str, str]:
     if env.lang:
         values["LANG"] = env.lang
     if env.testbed is None:
-        values["PYTHONPATH"] = ":".join(code_paths(workdir))
+        # An inferred environment without the install gets what the install would have written (a
+        # setuptools_scm version file, the distribution's metadata), the metadata under `bin_dir`,
+        # which the sandbox mounts read-only.
+        generated = write_install_outputs(workdir, bin_dir / "metadata") if env.uninstalled else []
+        values["PYTHONPATH"] = ":".join([*code_paths(workdir), *generated])
     return values
 
 

@@ -41,6 +41,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from swerl.edit_format.patch import PatchApplyError, apply_patch_to_contents
 from swerl.errors import UserError
+from swerl.execution.uninstalled import install_outputs, setup_literal
 from swerl.path_kinds import is_test_module
 
 PYTHON_RELEASES: dict[str, dt.date] = {
@@ -144,7 +145,7 @@ def requirement_files(root: Path) -> list[Path]:
     """The test and development requirement files of a tree, whatever their names: `*req*.txt` at the
     root (requirements-test.txt, test_requirements.txt, dev-requirements.txt, reqs.txt, ...) and the
     .txt files of a `requirements*/` folder, the runtime requirements.txt and those of other jobs
-    (`_NOT_FOR_TESTS`) left out."""
+    (`_NOT_FOR_TESTS`) left out. (Files elsewhere count where the CI installs them: `ci_requirements`.)"""
     found = [*root.glob("*req*.txt"), *(p for d in root.glob("requirements*/") for p in d.glob("*.txt"))]
     return sorted(
         p
@@ -273,6 +274,9 @@ class Declarations:
     compiled: bool = False
     sources: str = ""
     shadows: tuple[str, ...] = ()
+    released: tuple[str, ...] = ()
+    """Requirements named by a URL (`git+https://...#egg=PyTidyLib`), replaced by the name of their
+    released package (`released`), or `URL left out` where the URL names none."""
     """Modules of `PYTEST_DEPENDENCIES` the tree has at its top level (its own code shadows pytest's)."""
 
 
@@ -281,31 +285,6 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
-
-
-def _literal_keyword(setup_py: str, name: str) -> Any:
-    """The literal value of `name=` in a setup.py's call, directly or through a module-level name
-    bound to a literal (`EXTRAS_REQUIRE = {...}`, `setup(extras_require=EXTRAS_REQUIRE)`); None when
-    absent or computed."""
-    try:
-        tree = ast.parse(setup_py)
-    except SyntaxError:
-        return None
-    bound = {
-        target.id: node.value
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    }
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == name:
-            value = bound.get(node.value.id, node.value) if isinstance(node.value, ast.Name) else node.value
-            try:
-                return ast.literal_eval(value)
-            except ValueError:
-                return None
-    return None
 
 
 def _requirement_lines(path: Path, seen: set[Path] | None = None) -> list[str]:
@@ -333,7 +312,10 @@ def _cfg(path: Path) -> configparser.ConfigParser:
 
 
 def _cfg_list(value: str) -> list[str]:
-    return [line.split("#", 1)[0].strip() for line in value.splitlines() if line.split("#", 1)[0].strip()]
+    """The lines of a multi-line ini value, comments left out: a `#` that starts the line or follows
+    white space (a URL's `#egg=NAME` is no comment)."""
+    lines = (re.split(r"(?:^|\s)#", line, maxsplit=1)[0].strip() for line in value.splitlines())
+    return [line for line in lines if line]
 
 
 def _ci_versions(root: Path) -> list[str]:
@@ -398,6 +380,100 @@ def plugin_requirements(root: Path) -> list[str]:
     return [plugin for option, plugin in PLUGIN_OPTIONS if any(o.startswith(option) for o in options)]
 
 
+def ci_files(root: Path) -> list[Path]:
+    """The CI configurations of a tree (Travis, AppVeyor, GitHub Actions), where they exist."""
+    found = [
+        root / ".travis.yml",
+        root / "appveyor.yml",
+        *sorted((root / ".github" / "workflows").glob("*.y*ml")),
+    ]
+    return [p for p in found if p.is_file()]
+
+
+_PIP_OPTIONS_WITH_VALUE = frozenset(
+    {"-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url", "-f"}
+    | {"--extra-index-url", "--find-links", "-t", "--target", "--prefix", "--root", "--src"}
+)
+"""pip install's options that take a value (a file, a URL, a folder), which is no requirement."""
+_REQUIREMENT_WORD = re.compile(
+    r"[A-Za-z0-9][\w.-]*(\[[\w,.-]+\])?([<>=!~]=?[\w.*+!-]+(,[<>=!~]=?[\w.*+!-]+)*)?"
+)
+_CI_TOOLS = re.compile(
+    r"(pip|setuptools|wheel|tox(-[\w-]+)?|virtualenv|twine|(python-)?coveralls|codecov|pre-commit|check-manifest"
+    r"|bump2?version|sphinx[\w-]*|mkdocs[\w-]*)",
+    re.IGNORECASE,
+)
+"""What CI files install for the CI itself, its releases and its docs: not what the tests import."""
+
+
+def _ci_requirement_file(root: Path, name: str) -> list[str]:
+    """The lines of a requirement file the CI installs (`pip install -r tests/reqs.txt`), where it is
+    one of the tree's and not the runtime requirements.txt or another job's (docs, linters)."""
+    path = (root / name).resolve()
+    inside = path.is_relative_to(root.resolve()) and path.is_file()
+    relative = path.relative_to(root.resolve()).as_posix() if inside else ""
+    if not inside or relative == "requirements.txt" or _NOT_FOR_TESTS.search(relative.lower()):
+        return []
+    return _requirement_lines(path)
+
+
+def ci_requirements(root: Path) -> list[str]:
+    """Packages the CI installs for the tests by name (`pip install pep8 mock` in .travis.yml) or from a
+    requirement file (`pip install -r tests/reqs.txt`): the test requirements of repositories that
+    declare them nowhere else (their tests import them all the same). Conditional lines (another
+    interpreter's `unittest2`), variables, paths and the CI's own tools (`_CI_TOOLS`) are left out,
+    and pytest, which the recipe chooses."""
+    found: list[str] = []
+    for path in ci_files(root):
+        for raw in _read(path).splitlines():
+            line = raw.strip().removeprefix("-").strip().removeprefix("run:").strip()
+            if len(line) > 1 and line[0] == line[-1] and line[0] in "'\"":
+                line = line[1:-1]  # a quoted YAML scalar
+            if "pip" not in line or re.search(r"\bif\b|\[\[|\$\{\{", line):
+                continue
+            for command in re.split(r"&&|;|\|\|", line):
+                try:
+                    words = shlex.split(command)
+                except ValueError:
+                    continue
+                at = next(
+                    (i for i, w in enumerate(words[:-1]) if re.fullmatch(r"(.*/)?pip[23]?(\.\d+)?", w)),
+                    -1,
+                )
+                if at < 0 or words[at + 1] != "install":
+                    continue
+                skip = False
+                for previous, word in zip(words[at + 1 :], words[at + 2 :], strict=False):
+                    if previous in ("-r", "--requirement"):
+                        found += _ci_requirement_file(root, word)
+                    if skip or word.startswith("-"):
+                        skip = not skip and word in _PIP_OPTIONS_WITH_VALUE
+                        continue
+                    if _REQUIREMENT_WORD.fullmatch(word) and not _CI_TOOLS.fullmatch(
+                        re.split(r"[<>=!~\[]", word, maxsplit=1)[0]
+                    ):
+                        found.append(word)
+    return [r for r in dict.fromkeys(found) if not _is_pytest(r)]
+
+
+_URL = re.compile(r"^(\w+\+)?\w+://|^(\w+\+)\w+:|\s@\s")
+"""A requirement given as a URL (a VCS checkout, an archive) or a PEP 508 direct reference."""
+
+
+def released(requirement: str) -> str:
+    """A requirement as the release resolver can take as of a date: one named by a URL becomes the
+    name it gives its package (`#egg=NAME`, `NAME @ URL`), which is resolved like any other; one that
+    names none is left out (empty). A URL installs the branch as it is today, not as it was at the
+    row's date, and needs a network the index may be the only way out to."""
+    if not _URL.search(requirement):
+        return requirement
+    direct = re.match(r"^\s*([A-Za-z0-9][\w.-]*)(\[[^\]]*\])?\s*@\s", requirement)
+    if direct:
+        return direct.group(1) + (direct.group(2) or "")
+    egg = re.search(r"[#&]egg=([A-Za-z0-9][\w.]*(?:-(?!\d)[\w.]+)*)", requirement)
+    return egg.group(1) if egg else ""
+
+
 def read_declarations(root: Path) -> Declarations:
     """Everything `recipes_for` needs from the tree at the base commit, read without running it."""
     pyproject_text = _read(root / "pyproject.toml")
@@ -412,7 +488,7 @@ def read_declarations(root: Path) -> Declarations:
 
     requires_python = str(project.get("requires-python") or "")
     requires_python = requires_python or setup_cfg.get("options", "python_requires", fallback="")
-    literal = _literal_keyword(setup_py, "python_requires") if setup_py else None
+    literal = setup_literal(setup_py, "python_requires") if setup_py else None
     requires_python = requires_python or (literal if isinstance(literal, str) else "")
 
     listed, listed_from = [], ""
@@ -428,10 +504,10 @@ def read_declarations(root: Path) -> Declarations:
     runtime: list[str] | None = list(project.get("dependencies", []) or [])
     extras: Mapping[str, Any] = dict(project.get("optional-dependencies", {}) or {})
     if setup_py:
-        requires = _literal_keyword(setup_py, "install_requires")
+        requires = setup_literal(setup_py, "install_requires")
         dynamic = "install_requires" in setup_py and not isinstance(requires, list | tuple)
         runtime = None if dynamic else [*runtime, *(requires or ())]
-        setup_extras = _literal_keyword(setup_py, "extras_require")
+        setup_extras = setup_literal(setup_py, "extras_require")
         extras = {**extras, **(setup_extras if isinstance(setup_extras, dict) else {})}
     if setup_cfg.has_section("options") and runtime is not None:
         runtime += _cfg_list(setup_cfg.get("options", "install_requires", fallback=""))
@@ -440,11 +516,12 @@ def read_declarations(root: Path) -> Declarations:
     test_extra = next((name for name in TEST_EXTRAS if name in extras), "")
 
     test_requirements = [line for path in requirement_files(root) for line in _requirement_lines(path)]
-    tests_require = _literal_keyword(setup_py, "tests_require") if setup_py else None
+    tests_require = setup_literal(setup_py, "tests_require") if setup_py else None
     if isinstance(tests_require, list | tuple):
         test_requirements += [str(line) for line in tests_require]
     test_requirements += _cfg_list(setup_cfg.get("options", "tests_require", fallback=""))
     test_requirements += plugin_requirements(root)
+    test_requirements += ci_requirements(root)
     for section in tox.sections():
         if section != "testenv" and not (
             section.startswith("testenv:") and not _NOT_FOR_TESTS.search(section.lower())
@@ -478,10 +555,19 @@ def read_declarations(root: Path) -> Declarations:
         requires_python=requires_python,
         listed_pythons=tuple(listed),
         listed_from=listed_from,
-        runtime=None if runtime is None else tuple(dict.fromkeys(runtime)),
+        runtime=None if runtime is None else tuple(dict.fromkeys(filter(None, map(released, runtime)))),
         test_extra=test_extra,
         test_extra_requirements=tuple(_as_lines(extras.get(test_extra, ()))),
-        test_requirements=tuple(dict.fromkeys(r for r in test_requirements if not _is_pytest(r))),
+        test_requirements=tuple(
+            dict.fromkeys(r for r in filter(None, map(released, test_requirements)) if not _is_pytest(r))
+        ),
+        released=tuple(
+            dict.fromkeys(
+                released(r) or f"{r} left out"
+                for r in [*(runtime or ()), *test_requirements]
+                if released(r) != r
+            )
+        ),
         installable=installable,
         compiled=compiled,
         sources=sources,
@@ -735,8 +821,10 @@ DECLARATION_FILES = ("setup.py", "setup.cfg", "tox.ini", "pyproject.toml")
 
 
 def _declares(name: str) -> bool:
-    """Whether a file of that name declares requirements (a declaration or a requirement file)."""
-    return name in DECLARATION_FILES or (name.endswith(".txt") and "req" in name)
+    """Whether a file of that name declares requirements (a declaration, a requirement file or a CI
+    configuration, whose install lines `ci_requirements` reads)."""
+    ci = name in (".travis.yml", "appveyor.yml") or name.startswith(".github/workflows/")
+    return ci or name in DECLARATION_FILES or (name.endswith(".txt") and "req" in name)
 
 
 def patch_test_requirements(root: Path, patches: Sequence[str]) -> list[str]:
@@ -764,7 +852,7 @@ def patch_test_requirements(root: Path, patches: Sequence[str]) -> list[str]:
             overlay = Path(tmp)
             for name in {
                 *DECLARATION_FILES,
-                *(p.relative_to(root).as_posix() for p in requirement_files(root)),
+                *(p.relative_to(root).as_posix() for p in [*requirement_files(root), *ci_files(root)]),
             }:
                 if (root / name).is_file():
                     (overlay / name).parent.mkdir(parents=True, exist_ok=True)
@@ -793,7 +881,7 @@ def cutoff_of(when: dt.date, pinned: bool = False) -> str:
 RUNNERS = (
     ("pytest", re.compile(r"\b(py\.test|pytest)\b")),
     ("nose", re.compile(r"\b(nosetests|nose2?)\b")),
-    ("unittest", re.compile(r"-m\s+unittest\b|\bsetup\.py\s+test\b|\btrial\b|\brun_?tests\.py\b")),
+    ("unittest", re.compile(r"-m\s+unittest\b|\bsetup\.py\s+test\b|\btrial\b|\brun[_-]?tests\.py\b")),
 )
 """Test runners told apart in a test command (the first that matches names it)."""
 
@@ -831,8 +919,27 @@ def declared_test_command(root: Path) -> tuple[str, str, str]:
         for runner, pattern in RUNNERS:
             if pattern.search(line):
                 return runner, line, where
-    files = [name for name in ("runtests.py", "run_tests.py", "tests/runtests.py") if (root / name).is_file()]
+    scripts = ("runtests.py", "run_tests.py", "run-tests.py", "tests/runtests.py")
+    files = [name for name in scripts if (root / name).is_file()]
     return ("unittest", f"python {files[0]}", files[0]) if files else ("", "", "")
+
+
+_IMPORTS_NOSE = re.compile(r"^\s*(import\s+nose\b|from\s+nose\b)", re.MULTILINE)
+
+
+def nose_needed(root: Path, runner: str, command: str = "") -> str:
+    """Why the tests need nose installed, empty when nothing says so: the declared test command runs
+    it, setup.cfg configures it (`[nosetests]`), or the test package imports it (Python-Markdown's
+    tests/__init__.py of 2011 stops without it). Projects of the nose years often declare it nowhere
+    else: their CI or their documentation told the developer to install it."""
+    if runner == "nose" and "nose2" not in command:
+        return "the declared test command runs nose"
+    if has_ini_section(_read(root / "setup.cfg"), "nosetests"):
+        return "setup.cfg configures nosetests"
+    for folder in ("tests", "test"):
+        if _IMPORTS_NOSE.search(_read(root / folder / "__init__.py")):
+            return f"{folder}/__init__.py imports nose"
+    return ""
 
 
 def recipes_for(
@@ -872,11 +979,20 @@ def recipes_for(
     if added:
         decisions.append(f"test requirements the row's patches add: {', '.join(added)}")
     test_requirements = (*decl.test_requirements, *added)
+    runner, command, where = declared_test_command(tree)
+    nose = nose_needed(tree, runner, command)
+    if nose and not any(re.match(r"nose\s*([<>=!~;\[]|$)", r, re.IGNORECASE) for r in test_requirements):
+        test_requirements += ("nose",)
+        decisions.append(f"nose installed: {nose}")
     pinned = any("==" in line for line in (*(decl.runtime or ()), *test_requirements))
     cutoff = cutoff_of(when, pinned) if dated_here else ""
     if dated and not dated_here:
         decisions.append("no upload cutoff: pip, the resolver for Python 2.7, cannot resolve as of a date")
-    runner, command, where = declared_test_command(tree)
+    if decl.released:
+        decisions.append(f"requirements named by a URL taken as their releases: {', '.join(decl.released)}")
+    from_ci = [r for r in ci_requirements(tree) if r in test_requirements]
+    if from_ci:
+        decisions.append(f"test requirements the CI files install: {', '.join(from_ci)}")
     if runner:
         decisions.append(f"test command `{command}` ({where}, {runner}): the tests run under pytest")
     if refused_pytest_section(tree):
@@ -893,7 +1009,13 @@ def recipes_for(
             recipes.append(Recipe("test-extras", **editable, **test, cutoff=cutoff))
         recipes.append(Recipe("editable", **editable, cutoff=cutoff))
     requirements = (*(decl.runtime or ()), *test_requirements)
-    recipes.append(Recipe("pythonpath", **common, requirements=requirements, cutoff=cutoff))
+    generated = install_outputs(tree)
+    uninstalled = {**common}
+    if generated:
+        # Recorded with this recipe only: the installing ones get these files from the install itself.
+        note = f"not installed: what the install writes is written beside the code ({generated.why})"
+        uninstalled["decisions"] = (*decisions, note)
+    recipes.append(Recipe("pythonpath", **uninstalled, requirements=requirements, cutoff=cutoff))
     if decl.installable and dated_here:
         recipes.append(Recipe("editable-today", **editable))
     return recipes
