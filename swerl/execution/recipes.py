@@ -41,7 +41,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from swerl.edit_format.patch import PatchApplyError, apply_patch_to_contents
 from swerl.errors import UserError
-from swerl.execution.uninstalled import install_outputs, setup_literal
+from swerl.execution.uninstalled import install_outputs, read_or_empty, setup_literal
 from swerl.path_kinds import is_test_module
 
 PYTHON_RELEASES: dict[str, dt.date] = {
@@ -280,13 +280,6 @@ class Declarations:
     """Modules of `PYTEST_DEPENDENCIES` the tree has at its top level (its own code shadows pytest's)."""
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
 def _requirement_lines(path: Path, seen: set[Path] | None = None) -> list[str]:
     """Requirements of a pip requirements file, following `-r` includes; options, editable and local
     paths (the project itself) are left out: the recipe installs the project its own way."""
@@ -295,7 +288,7 @@ def _requirement_lines(path: Path, seen: set[Path] | None = None) -> list[str]:
         return []
     seen.add(path)
     lines: list[str] = []
-    for raw in _read(path).splitlines():
+    for raw in read_or_empty(path).splitlines():
         line = raw.split(" #", 1)[0].strip()
         if line.startswith(("-r ", "--requirement ")):
             lines += _requirement_lines(path.parent / line.split(None, 1)[1], seen)
@@ -307,7 +300,7 @@ def _requirement_lines(path: Path, seen: set[Path] | None = None) -> list[str]:
 def _cfg(path: Path) -> configparser.ConfigParser:
     parser = configparser.ConfigParser(interpolation=None)
     with contextlib.suppress(configparser.Error):
-        parser.read_string(_read(path))
+        parser.read_string(read_or_empty(path))
     return parser
 
 
@@ -324,7 +317,7 @@ def _ci_versions(root: Path) -> list[str]:
     found: list[str] = []
     for path in files:
         in_python = False
-        for line in _read(path).splitlines():
+        for line in read_or_empty(path).splitlines():
             stripped = line.strip()
             if "python" in stripped.lower() and ":" in stripped:
                 in_python = True
@@ -359,7 +352,7 @@ def pytest_addopts(root: Path) -> str:
         if (root / name).is_file():
             return _cfg(root / name).get("pytest", "addopts", fallback="")
     try:
-        table = tomllib.loads(_read(root / "pyproject.toml")).get("tool", {}).get("pytest", {})
+        table = tomllib.loads(read_or_empty(root / "pyproject.toml")).get("tool", {}).get("pytest", {})
     except tomllib.TOMLDecodeError:
         table = {}
     if isinstance(table, dict) and "ini_options" in table:
@@ -425,7 +418,7 @@ def ci_requirements(root: Path) -> list[str]:
     and pytest, which the recipe chooses."""
     found: list[str] = []
     for path in ci_files(root):
-        for raw in _read(path).splitlines():
+        for raw in read_or_empty(path).splitlines():
             line = raw.strip().removeprefix("-").strip().removeprefix("run:").strip()
             if len(line) > 1 and line[0] == line[-1] and line[0] in "'\"":
                 line = line[1:-1]  # a quoted YAML scalar
@@ -476,13 +469,13 @@ def released(requirement: str) -> str:
 
 def read_declarations(root: Path) -> Declarations:
     """Everything `recipes_for` needs from the tree at the base commit, read without running it."""
-    pyproject_text = _read(root / "pyproject.toml")
+    pyproject_text = read_or_empty(root / "pyproject.toml")
     try:
         pyproject = tomllib.loads(pyproject_text) if pyproject_text else {}
     except tomllib.TOMLDecodeError:
         pyproject = {}
     project = pyproject.get("project", {}) or {}
-    setup_py = _read(root / "setup.py")
+    setup_py = read_or_empty(root / "setup.py")
     setup_cfg = _cfg(root / "setup.cfg")
     tox = _cfg(root / "tox.ini")
 
@@ -493,7 +486,7 @@ def read_declarations(root: Path) -> Declarations:
 
     listed, listed_from = [], ""
     for source, versions in (
-        ("classifiers", _CLASSIFIER.findall(pyproject_text + setup_py + _read(root / "setup.cfg"))),
+        ("classifiers", _CLASSIFIER.findall(pyproject_text + setup_py + read_or_empty(root / "setup.cfg"))),
         ("tox.ini", [f"{a}.{b}" for a, b in _TOX_ENV.findall(tox.get("tox", "envlist", fallback=""))]),
         ("CI", _ci_versions(root)),
     ):
@@ -540,7 +533,7 @@ def read_declarations(root: Path) -> Declarations:
         for path in (root / top).rglob("*")
     )
     sources = hashlib.sha256(
-        b"\0".join(_read(root / n).encode() for n in ("setup.py", "setup.cfg", "pyproject.toml"))
+        b"\0".join(read_or_empty(root / n).encode() for n in ("setup.py", "setup.cfg", "pyproject.toml"))
     ).hexdigest()[:12]
     tops = [root, root / "src"]
     shadows = [
@@ -807,7 +800,7 @@ def python2_evidence(root: Path, when: dt.date) -> str:
         if path.name in _NOT_THE_CODE and path.parent == root:
             continue
         try:
-            module = ast.parse(_read(path), filename=str(path))
+            module = ast.parse(read_or_empty(path), filename=str(path))
         except SyntaxError as err:
             return f"Python 3 cannot parse {path.relative_to(root)}:{err.lineno} ({err.msg})"
         found = _python2_import(path, root, module)
@@ -844,7 +837,7 @@ def patch_test_requirements(root: Path, patches: Sequence[str]) -> list[str]:
         names = [re.match(r"diff --git a/(\S+) b/", c).group(1) for c in wanted]
         try:
             after = apply_patch_to_contents(
-                {n: _read(root / n) for n in names if (root / n).is_file()}, "".join(wanted)
+                {n: read_or_empty(root / n) for n in names if (root / n).is_file()}, "".join(wanted)
             )
         except PatchApplyError:
             continue
@@ -856,7 +849,7 @@ def patch_test_requirements(root: Path, patches: Sequence[str]) -> list[str]:
             }:
                 if (root / name).is_file():
                     (overlay / name).parent.mkdir(parents=True, exist_ok=True)
-                    (overlay / name).write_text(_read(root / name), encoding="utf-8")
+                    (overlay / name).write_text(read_or_empty(root / name), encoding="utf-8")
             for name, text in after.items():
                 target = overlay / name
                 if text is None:
@@ -898,12 +891,13 @@ def _command_lines(root: Path) -> list[tuple[str, str]]:
         (f"setup.py test ({line})", "setup.cfg")
         for line in _cfg_list(setup_cfg.get("aliases", "test", fallback=""))
     ]
-    makefile = _read(root / "Makefile")
+    makefile = read_or_empty(root / "Makefile")
     target = re.search(r"(?m)^tests?:.*\n((?:\t.*\n?)+)", makefile)
     found += [(line.strip(), "Makefile") for line in (target.group(1).splitlines() if target else ())]
     for path in [root / ".travis.yml", *sorted((root / ".github" / "workflows").glob("*.y*ml"))]:
         lines = (
-            line.strip().removeprefix("- ").removeprefix("run:").strip() for line in _read(path).splitlines()
+            line.strip().removeprefix("- ").removeprefix("run:").strip()
+            for line in read_or_empty(path).splitlines()
         )
         found += [(line, path.name) for line in lines if line and "install" not in line]
     return found
@@ -934,10 +928,10 @@ def nose_needed(root: Path, runner: str, command: str = "") -> str:
     else: their CI or their documentation told the developer to install it."""
     if runner == "nose" and "nose2" not in command:
         return "the declared test command runs nose"
-    if has_ini_section(_read(root / "setup.cfg"), "nosetests"):
+    if has_ini_section(read_or_empty(root / "setup.cfg"), "nosetests"):
         return "setup.cfg configures nosetests"
     for folder in ("tests", "test"):
-        if _IMPORTS_NOSE.search(_read(root / folder / "__init__.py")):
+        if _IMPORTS_NOSE.search(read_or_empty(root / folder / "__init__.py")):
             return f"{folder}/__init__.py imports nose"
     return ""
 
@@ -1057,12 +1051,12 @@ def refused_pytest_section(tree: Path) -> str:
     pyproject.toml with `[tool.pytest.ini_options]`, then tox.ini with `[pytest]`, then setup.cfg with
     `[tool:pytest]` or `[pytest]`: only where none of the others configures pytest is the setup.cfg
     section the one it reads."""
-    setup_cfg = _read(tree / "setup.cfg")
+    setup_cfg = read_or_empty(tree / "setup.cfg")
     if not has_ini_section(setup_cfg, "pytest") or has_ini_section(setup_cfg, "tool:pytest"):
         return ""
-    if (tree / "pytest.ini").is_file() or has_ini_section(_read(tree / "tox.ini"), "pytest"):
+    if (tree / "pytest.ini").is_file() or has_ini_section(read_or_empty(tree / "tox.ini"), "pytest"):
         return ""
-    if "[tool.pytest.ini_options]" in _read(tree / "pyproject.toml"):
+    if "[tool.pytest.ini_options]" in read_or_empty(tree / "pyproject.toml"):
         return ""
     return _ini_section(setup_cfg, "pytest") or "# an empty [pytest] section in setup.cfg"
 

@@ -62,7 +62,9 @@ class InstallOutputs:
         return bool(self.name or self.version_file)
 
 
-def _read(path: Path) -> str:
+def read_or_empty(path: Path) -> str:
+    """A text file of the tree as text; "" where it is absent or unreadable (a recipe reads what a
+    repository may or may not have)."""
     try:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -121,7 +123,7 @@ def _declared_name_and_version(
     project = project if isinstance(project, dict) else {}
     cfg = configparser.ConfigParser(interpolation=None)
     try:
-        cfg.read_string(_read(tree / "setup.cfg"))
+        cfg.read_string(read_or_empty(tree / "setup.cfg"))
     except configparser.Error:
         cfg = configparser.ConfigParser(interpolation=None)
     metadata = dict(cfg.items("metadata")) if cfg.has_section("metadata") else {}
@@ -146,7 +148,7 @@ def _reads_own_metadata(tree: Path, name: str) -> str:
     for path in files:
         if any(part.lower().startswith("test") for part in path.relative_to(tree).parts):
             continue
-        for number, line in enumerate(_read(path).splitlines(), start=1):
+        for number, line in enumerate(read_or_empty(path).splitlines(), start=1):
             if call.search(line) and not line.lstrip().startswith("#"):
                 return f"{path.relative_to(tree)}:{number}"
     return ""
@@ -155,10 +157,10 @@ def _reads_own_metadata(tree: Path, name: str) -> str:
 def install_outputs(tree: Path) -> InstallOutputs:
     """What the project's install at `tree` would write that its code reads (see the module)."""
     try:
-        pyproject = tomllib.loads(_read(tree / "pyproject.toml"))
+        pyproject = tomllib.loads(read_or_empty(tree / "pyproject.toml"))
     except tomllib.TOMLDecodeError:
         pyproject = {}
-    setup_py = _read(tree / "setup.py")
+    setup_py = read_or_empty(tree / "setup.py")
     setup = (
         {key: setup_literal(setup_py, key) for key in ("use_scm_version", "name", "version")}
         if setup_py
