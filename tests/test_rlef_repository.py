@@ -277,3 +277,24 @@ def test_eval_repository_cli(tmp_path: Path, calc: tuple, capsys: pytest.Capture
         assert report["rates"][0]["k"] == 3 and report["rates"][0]["problems"] == 1
         assert report["episodes"] == 3 and report["feedback"] == ("none" if flag else "execution")
     assert "1 repository tasks; left out: 1 one_fail_to_pass" in capsys.readouterr().err
+
+
+def test_eval_repository_can_keep_pass_to_pass_private(tmp_path: Path, calc: tuple) -> None:
+    """`--private-pass-to-pass` leaves the repository's existing tests out of the public run (and in the
+    grade); by default they are public, as in `swerl train rlef`'s `public_pass_to_pass`."""
+    import argparse
+
+    from swerl.cli import eval as eval_cli
+
+    reward, instance, row = calc
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")  # the model is never loaded here
+    parser = argparse.ArgumentParser()
+    eval_cli.register(parser.add_subparsers(dest="group"))
+    common = ["eval", "repository", "--model", str(tmp_path), "--data", str(rows)]
+    for flag, public in (([], instance.pass_to_pass), (["--private-pass-to-pass"], ())):
+        (task,) = eval_cli._repository_tasks(parser.parse_args([*common, *flag]), reward)
+        assert task.public_instance.pass_to_pass == tuple(public)
+        assert task.public_instance.fail_to_pass == (PUBLIC,)
+    assert instance.pass_to_pass

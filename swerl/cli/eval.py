@@ -14,7 +14,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swerl.cli.args import (
     existing_dir,
@@ -28,6 +28,9 @@ from swerl.cli.args import (
     unit_interval,
 )
 from swerl.errors import UserError
+
+if TYPE_CHECKING:
+    from swerl.environments.repository import RepositoryTask
 
 
 def register(groups: argparse._SubParsersAction) -> None:
@@ -100,6 +103,13 @@ def register(groups: argparse._SubParsersAction) -> None:
         type=unit_interval,
         default=0.5,
         help="share of FAIL_TO_PASS tests shown as feedback (default 0.5; at least one, never all)",
+    )
+    repo.add_argument(
+        "--private-pass-to-pass",
+        dest="public_pass_to_pass",
+        action="store_false",
+        help="keep the PASS_TO_PASS tests private: the feedback shows only the public FAIL_TO_PASS tests "
+        "(default: the repository's existing tests are public, as a deployment could run them)",
     )
     repo.add_argument(
         "--feedback-chars", type=positive_int, default=2400, help="longest feedback turn in characters"
@@ -312,17 +322,26 @@ def _run_humaneval(args: argparse.Namespace) -> int:
 
 def _run_repository(args: argparse.Namespace) -> int:
     from swerl.cli.agentless import _local_backend
-    from swerl.environments.repository import repository_judge, repository_tasks
+    from swerl.environments.repository import repository_judge
     from swerl.reward.execution import ExecutionReward
-    from swerl.trainers.data import read_rows, row_messages
 
     reward = ExecutionReward(_local_backend(args), workers=args.workers or os.cpu_count() or 1)
+    return _evaluate(args, _repository_tasks(args, reward), repository_judge(reward))
+
+
+def _repository_tasks(args: argparse.Namespace, reward: Any) -> list[RepositoryTask]:
+    """The rows as repository tasks, split into public and private tests as `swerl train rlef` splits
+    them (the same options), with the rows left out counted on stderr."""
+    from swerl.environments.repository import repository_tasks
+    from swerl.trainers.data import read_rows, row_messages
+
     found = repository_tasks(
         read_rows(args.data),
         reward,
         row_messages,
         public_share=args.public_share,
         feedback_chars=args.feedback_chars,
+        public_pass_to_pass=args.public_pass_to_pass,
     )
     print(found.summary(), file=sys.stderr)
-    return _evaluate(args, list(found.tasks), repository_judge(reward))
+    return list(found.tasks)
