@@ -201,6 +201,35 @@ def test_imports_that_do_not_run_at_import_and_bootstrap_scripts_are_no_evidence
     assert found == "imports urllib2, a Python 2 module (old/net.py:2)"
 
 
+def test_code_no_test_imports_is_no_evidence_of_python_2(tmp_path: Path) -> None:
+    # Seen on real trees: jsonpickle's tests/benchmark.py (print statements) beside tests that run on
+    # both Pythons; tablib's vendored dbfpy, with its Python 3 twin dbfpy3 beside it.
+    py2 = "print 'slow'\n"
+    files = {
+        "setup.py": SETUP,
+        "old/__init__.py": "",
+        "old/packages/__init__.py": "",
+        "old/packages/dbfpy/dbf.py": py2,
+        "tests/benchmark.py": py2,
+        "tests/data/make_fixtures.py": py2,
+        "benchmarks/__init__.py": py2,
+        "docs/conf.py": py2,
+        "run_profile.py": py2,
+    }
+    assert python2_evidence(_tree(tmp_path / "a", files), OLD) == ""
+    # The test modules, the package's own modules and a one-module project's module are the code.
+    for name, where in (
+        ("tests/util_tests.py", "tests/util_tests.py:1"),
+        ("tests/conftest.py", "tests/conftest.py:1"),
+        ("test_root.py", "test_root.py:1"),
+        ("old/core.py", "old/core.py:1"),
+    ):
+        tree = _tree(tmp_path / name.replace("/", "-"), {**files, name: py2})
+        assert python2_evidence(tree, OLD).startswith(f"Python 3 cannot parse {where}")
+    module = _tree(tmp_path / "module", {"setup.py": SETUP, "single.py": py2})
+    assert python2_evidence(module, OLD).startswith("Python 3 cannot parse single.py:1")
+
+
 @pytest.mark.parametrize(
     "files",
     [

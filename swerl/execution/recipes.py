@@ -783,22 +783,57 @@ _NOT_THE_CODE = frozenset(("setup.py", "ez_setup.py", "distribute_setup.py", "bo
 copied into many projects (setuptools' ez_setup.py downloads with `urllib2` in a function)."""
 
 
+VENDORED_DIRS = frozenset(("packages", "_vendor", "vendor", "vendored", "extern", "externals", "third_party"))
+"""Directories of other projects' code copied into a package (tablib's `packages/dbfpy`, requests'
+`packages/urllib3`): a copy often comes as one twin per Python (`dbfpy` beside `dbfpy3`), imported by a
+version switch, so its Python 2 twin says nothing about the package's own code."""
+
+
+def _is_test_file(name: str) -> bool:
+    """A module a test run collects or starts from: its name says test (`test_x.py`, `x_test.py`,
+    jsonpickle's `util_tests.py` and `runtests.py`), or it is pytest's conftest.py or a package's
+    __init__.py."""
+    return "test" in name or name in ("conftest.py", "__init__.py")
+
+
+_TEST_DIRS = ("tests", "test", "testing")
+
+_NOT_IMPORTED_DIRS = re.compile(r"bench|docs?$|examples?$")
+"""Top-level packages of benchmarks, documentation and examples, which the tests do not import."""
+
+
+def _code_files(root: Path) -> list[Path]:
+    """The Python files a test run imports: the packages' modules (src/ and the top-level packages, less
+    vendored copies, `VENDORED_DIRS`, and packages of benchmarks, docs and examples) and the test
+    directories' test modules (`_is_test_file`). Not the scripts beside them that no test imports:
+    benchmarks (jsonpickle's `tests/benchmark.py`, which only Python 2 parses, in a package that runs
+    on both), tooling at the root. Files at the root count when they are tests, or when the root holds
+    no package (a one-module project's module is there)."""
+    packages = [p for p in _package_dirs(root) if not _NOT_IMPORTED_DIRS.match(p)]
+    within = [
+        p
+        for top in dict.fromkeys(root / d for d in ("src", *packages, *_TEST_DIRS))
+        if top.is_dir()
+        for p in top.rglob("*.py")
+        if not VENDORED_DIRS.intersection(p.relative_to(top).parts[:-1])
+        and (top.name not in _TEST_DIRS or _is_test_file(p.name))
+    ]
+    one_module = not packages and not (root / "src").is_dir()
+    at_root = [
+        p for p in root.glob("*.py") if p.name not in _NOT_THE_CODE and (one_module or _is_test_file(p.name))
+    ]
+    return sorted(dict.fromkeys([*at_root, *within]))
+
+
 def python2_evidence(root: Path, when: dt.date) -> str:
     """Why the code at `root` is Python 2 code, empty when nothing says so: a module of the package or
-    its tests that Python 3 cannot parse (print statements, `except E, e`, `0777`), or an unguarded
-    import that only Python 2 resolves (`_python2_import`). Only for trees dated before Python 2's end
-    of life. Python 3 reads such code only after 2to3 (run by some setup.py files at install), and its
-    tests not at all: they need Python 2.7."""
+    its tests (`_code_files`) that Python 3 cannot parse (print statements, `except E, e`, `0777`), or an
+    unguarded import that only Python 2 resolves (`_python2_import`). Only for trees dated before Python
+    2's end of life. Python 3 reads such code only after 2to3 (run by some setup.py files at install),
+    and its tests not at all: they need Python 2.7."""
     if when >= PYTHON2_END:
         return ""
-    tops = [root / d for d in ("src", *_package_dirs(root), "tests", "test", "testing")]
-    files = [
-        *root.glob("*.py"),
-        *(p for top in dict.fromkeys(tops) if top.is_dir() for p in top.rglob("*.py")),
-    ]
-    for path in sorted(dict.fromkeys(files))[:_PYTHON2_SCAN_FILES]:
-        if path.name in _NOT_THE_CODE and path.parent == root:
-            continue
+    for path in _code_files(root)[:_PYTHON2_SCAN_FILES]:
         try:
             module = ast.parse(read_or_empty(path), filename=str(path))
         except SyntaxError as err:
