@@ -19,6 +19,7 @@ from swerl.execution.local import _interpreter_roots
 from swerl.execution.recipes import (
     Recipe,
     declared_test_command,
+    merge_requirements,
     patch_test_requirements,
     pytest_config_env,
     python2_evidence,
@@ -383,3 +384,20 @@ def test_nose_is_resolved_without_the_cutoff_like_the_build_tools(
     exempt = {a.split("=")[1] for a in commands[0] if a.startswith("--exclude-newer-package=")}
     assert exempt == {"setuptools", "wheel", "nose"}
     assert commands[0][commands[0].index("--exclude-newer") + 1] == "2014-12-01"
+
+
+def test_a_project_named_twice_is_installed_once_with_both_constraints(tmp_path: Path) -> None:
+    # tablib of 2017: setup.py's install_requires says odfpy, requirements.txt odfpy==1.3.5; pip 20.3
+    # (the installer of Python 2.7) refuses the whole install with "Double requirement given".
+    assert merge_requirements(["odfpy", "tablib", "odfpy==1.3.5", "Markdown[extra]>=2", "markdown<3"]) == (
+        "odfpy==1.3.5",
+        "tablib",
+        "Markdown[extra]<3,>=2",
+    )
+    # One project per marker; lines named once, URLs and what is not a requirement stay as written.
+    lines = ["futures; python_version<'3'", "futures>=3", "pytest >= 3", "-e .", "git+https://x.org/y.git"]
+    assert merge_requirements(lines) == tuple(lines)
+    setup = "from setuptools import setup\nsetup(name='old', packages=['old'], install_requires=['odfpy'])\n"
+    tree = _tree(tmp_path, {"setup.py": setup, "requirements.txt": "odfpy==1.3.5\n", "old/__init__.py": ""})
+    pythonpath = next(r for r in recipes_for(tree, OLD, ALL) if r.name == "pythonpath")
+    assert [r for r in pythonpath.requirements if "odfpy" in r.lower()] == ["odfpy==1.3.5"]

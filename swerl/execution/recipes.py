@@ -971,6 +971,35 @@ def nose_needed(root: Path, runner: str, command: str = "") -> str:
     return ""
 
 
+def merge_requirements(lines: Sequence[str]) -> tuple[str, ...]:
+    """The requirement lines with each project named once (per environment marker): `odfpy` from
+    setup.py and `odfpy==1.3.5` from requirements.txt become `odfpy==1.3.5`, extras and version
+    constraints joined. uv merges such lines itself; pip 20.3 (Python 2.7's installer) refuses the
+    whole install ("Double requirement given"). Lines named once stay as written (a recipe's
+    requirements are part of its environment's identity); a line that does not parse as a requirement
+    (an option) or names a URL stays as it is, in its place."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    merged: dict[object, list[Any]] = {}  # key -> [line as written, parsed or None]
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            merged.setdefault(line, [line, None])
+            continue
+        key = (canonicalize_name(req.name), str(req.marker or "")) if not req.url else line
+        if key not in merged:
+            merged[key] = [line, req]
+            continue
+        first = merged[key][1]
+        if first is not None and line != merged[key][0]:
+            first.extras |= req.extras
+            first.specifier &= req.specifier
+            merged[key][0] = str(first)
+    return tuple(written for written, _ in merged.values())
+
+
 def recipes_for(
     tree: Path,
     when: dt.date,
@@ -1034,10 +1063,10 @@ def recipes_for(
     editable = {**common, "install": "editable", "sources": sources}
     if decl.installable:
         if decl.test_extra or test_requirements:
-            test = {"requirements": test_requirements, "extra": decl.test_extra}
+            test = {"requirements": merge_requirements(test_requirements), "extra": decl.test_extra}
             recipes.append(Recipe("test-extras", **editable, **test, cutoff=cutoff))
         recipes.append(Recipe("editable", **editable, cutoff=cutoff))
-    requirements = (*(decl.runtime or ()), *test_requirements)
+    requirements = merge_requirements((*(decl.runtime or ()), *test_requirements))
     generated = install_outputs(tree)
     uninstalled = {**common}
     if generated:
