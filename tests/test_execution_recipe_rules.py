@@ -386,6 +386,36 @@ def test_nose_is_resolved_without_the_cutoff_like_the_build_tools(
     assert commands[0][commands[0].index("--exclude-newer") + 1] == "2014-12-01"
 
 
+def test_a_build_refused_for_its_2to3_is_tried_once_more_with_a_setuptools_that_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # jsonpickle's tests of 2013 pin feedparser==5.1.3, an sdist whose setup.py asks for 2to3:
+    # setuptools >= 58 stops the build with "use_2to3 is invalid".
+    manager = EnvManager(tmp_path / "cache")
+    (tmp_path / "env" / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "env" / "venv" / "bin" / "python").symlink_to(sys.executable)
+    commands: list[list[str]] = []
+
+    def step(env: Path, owner: str, cmd: list[str], cwd: Path) -> None:
+        commands.append(cmd)
+        if "--build-constraints" not in cmd:
+            raise EnvSetupError(f"... error in feedparser setup command: {failure}")
+
+    monkeypatch.setattr(manager, "_uv", lambda: "/usr/bin/uv")
+    monkeypatch.setattr(manager, "_pip_step", step)
+    failure = "use_2to3 is invalid."
+    manager._install(tmp_path / "env", "acme/old", ["feedparser==5.1.3"], tmp_path, "2013-06-01")
+    assert len(commands) == 2 and commands[1][-1] == "feedparser==5.1.3"
+    constraints = Path(commands[1][commands[1].index("--build-constraints") + 1])
+    assert constraints.read_text(encoding="utf-8") == "setuptools<58\n"
+    # Any other failure is the recipe's, without a second try.
+    commands.clear()
+    failure = "No solution found when resolving dependencies"
+    with pytest.raises(EnvSetupError, match="No solution"):
+        manager._install(tmp_path / "env", "acme/old", ["feedparser==5.1.3"], tmp_path, "2013-06-01")
+    assert len(commands) == 1
+
+
 def test_a_project_named_twice_is_installed_once_with_both_constraints(tmp_path: Path) -> None:
     # tablib of 2017: setup.py's install_requires says odfpy, requirements.txt odfpy==1.3.5; pip 20.3
     # (the installer of Python 2.7) refuses the whole install with "Double requirement given".

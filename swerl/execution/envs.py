@@ -69,6 +69,15 @@ longer runs, so they install as Python 2 code (a SyntaxError in nose/core.py at 
 1.3.7 was its last release."""
 
 
+USE_2TO3_REFUSED = "use_2to3 is invalid"
+"""What setuptools >= 58 says when a source distribution's setup.py asks for 2to3 (feedparser 5.1.3,
+pinned by jsonpickle's tests in 2013): such sdists reached Python 3 only through 2to3 at build."""
+
+SETUPTOOLS_WITH_2TO3 = "setuptools<58"
+"""The build constraint of the one retry of such an install (`_install`): the last setuptools that runs
+2to3. Only on that failure: older build tools for every build would cost what today's resolver needs."""
+
+
 class EnvSetupError(UserError, RuntimeError):
     """A test environment could not be created (no network for pip, a failing install, ...)."""
 
@@ -523,7 +532,9 @@ class EnvManager:
         uv: pip resolves as of a date only from 26.0 on, which Pythons before 3.9 cannot run, and here
         it would also take today's releases from the machine's local indexes, which serve no upload
         times. Without uv an undated install falls back to the venv's pip; a dated one fails (its
-        recipe is then skipped), since nothing newer than its date may come in."""
+        recipe is then skipped), since nothing newer than its date may come in. A build that today's
+        setuptools refuses for its 2to3 is tried once more with a setuptools that runs it
+        (`SETUPTOOLS_WITH_2TO3`)."""
         python2 = version_of(str(env / "venv" / "bin" / "python")) == "2.7"  # uv installs for Python 3 only
         uv = self._uv() if self.wheelhouse is None and not python2 else None
         if uv is None and not cutoff:
@@ -540,7 +551,17 @@ class EnvManager:
             dated = ["--exclude-newer", cutoff]
             dated += [f"--exclude-newer-package={tool}={today}" for tool in UNDATED]
         python = str(env / "venv" / "bin" / "python")
-        self._pip_step(env, owner, [uv, "pip", "install", "-q", "--python", python, *dated, *args], cwd)
+        command = [uv, "pip", "install", "-q", "--python", python, *dated, *args]
+        try:
+            self._pip_step(env, owner, command, cwd)
+        except EnvSetupError as err:
+            if USE_2TO3_REFUSED not in str(err):
+                raise
+            constraints = env / "build-constraints.txt"
+            constraints.write_text(f"{SETUPTOOLS_WITH_2TO3}\n", encoding="utf-8")
+            self._pip_step(
+                env, owner, [*command[:4], "--build-constraints", str(constraints), *command[4:]], cwd
+            )
 
     def _uv(self) -> str | None:
         """uv, for installs as of a date: on PATH, else installed once into a tool venv of our own."""
