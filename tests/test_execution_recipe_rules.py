@@ -140,6 +140,32 @@ def test_python2_code_gets_python_27_without_a_cutoff_and_says_why(tmp_path: Pat
     assert recipes_for(plain, OLD, ALL)[0].python == "3.6"
 
 
+def test_code_of_python_2s_years_listing_27_gets_27_after_python_3(tmp_path: Path) -> None:
+    # jsonpickle's tests of 2013 install jsonlib, a C extension for Python 2 only: every Python 3
+    # recipe fails to build, and the project, which lists 2.6, 2.7 and 3.2, ran those tests under 2.7.
+    classifiers = ", ".join(f"'Programming Language :: Python :: {v}'" for v in ("2.6", "2.7", "3.2"))
+    setup = f"from setuptools import setup\nsetup(name='old', classifiers=[{classifiers}])\n"
+    tree = _tree(tmp_path, {"setup.py": setup, "old/__init__.py": "x = 1\n"})
+    recipes = recipes_for(tree, OLD, ALL)
+    assert [(r.name, r.python) for r in recipes] == [
+        ("editable", "3.6"),
+        ("pythonpath", "3.6"),
+        ("editable-today", "3.6"),
+        ("editable", "2.7"),
+        ("pythonpath", "2.7"),
+    ]
+    assert recipes[3].cutoff == "" and recipes[3].pytest == "pytest>=4.6,<5.0"
+    assert (
+        recipes[3].decisions[0].startswith("Python 2.7 after Python 3's recipes: 2.7 is listed (classifiers)")
+    )
+    assert not any("2.7" in d for d in recipes[0].decisions)
+    # Not after Python 2's end of life, not where 2.7 is not listed, not where this machine lacks it.
+    assert {r.python for r in recipes_for(tree, dt.date(2020, 6, 1), ALL)} == {"3.6"}
+    assert "2.7" not in {r.python for r in recipes_for(tree, OLD, ALL[1:])}
+    plain = _tree(tmp_path / "plain", {"setup.py": SETUP, "old/__init__.py": "x = 1\n"})
+    assert "2.7" not in {r.python for r in recipes_for(plain, OLD, ALL)}
+
+
 def test_decisions_are_recorded_but_are_not_the_environments_identity() -> None:
     plain = Recipe("editable", "3.6", install="editable")
     why = Recipe("editable", "3.6", install="editable", decisions=("Python 2.7: ...",))

@@ -34,6 +34,7 @@ import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -1014,26 +1015,60 @@ def recipes_for(
 
     `dated` False (installs from a wheelhouse, which is the resolution) leaves out the cutoff, the
     pytest bounds and the recipe with today's releases. `patches` (the row's test and gold patches)
-    add the test requirements they declare. Python 2.7 is chosen only for Python 2 code
-    (`python2_evidence`); it installs with pip, which cannot resolve as of a date, so its recipes
-    have no cutoff (the releases pip takes are those whose Requires-Python admits 2.7)."""
+    add the test requirements they declare. Python 2.7 is chosen first only for Python 2 code
+    (`python2_evidence`); code of Python 2's years that lists 2.7 beside Python 3 gets 2.7's recipes
+    after Python 3's (`python2_fallback`). 2.7 installs with pip, which cannot resolve as of a date,
+    so its recipes have no cutoff (the releases pip takes are those whose Requires-Python admits 2.7)."""
     decl = read_declarations(tree)
-    decisions: list[str] = []
     python3s = [v for v in available if v != "2.7"]
+    added = [r for r in patch_test_requirements(tree, patches) if r not in decl.test_requirements]
     evidence = python2_evidence(tree, when) if "2.7" in _usable(decl, available) else ""
+    at = partial(_recipes_at, tree, decl, when, available, dated=dated, base_commit=base_commit, added=added)
     if evidence:
-        python = "2.7"
-        decisions.append(f"Python 2.7: {evidence}")
-    else:
-        python, _why = choose_python(decl, when, python3s, preferred)
+        return at("2.7", [f"Python 2.7: {evidence}"])
+    python, _why = choose_python(decl, when, python3s, preferred)
+    fallback = python2_fallback(decl, when, available)
+    if not fallback:
+        return at(python, [])
+    later = [r for r in at("2.7", [fallback]) if r.name != "editable-today"]
+    return [*at(python, []), *later]
+
+
+def python2_fallback(decl: Declarations, when: dt.date, available: Sequence[str]) -> str:
+    """Why Python 2.7's recipes follow Python 3's, empty when they do not: code dated before Python 2's
+    end of life that lists 2.7 among its Pythons ran its tests on both, and some of its test
+    requirements may exist for Python 2 only (jsonpickle's tests of 2013 install jsonlib, a C
+    extension for Python 2), or its code may predate the oldest Python 3 this machine has (tablib of
+    early 2016 under 3.6, whose `re.LOCALE` on a str pattern 3.6 refuses). Python 3 stays first: it is
+    the newer of the two the project ran on."""
+    if when >= PYTHON2_END or "2.7" not in decl.listed_pythons or "2.7" not in _usable(decl, available):
+        return ""
+    return (
+        f"Python 2.7 after Python 3's recipes: 2.7 is listed ({decl.listed_from}) and the code is of {when}"
+    )
+
+
+def _recipes_at(
+    tree: Path,
+    decl: Declarations,
+    when: dt.date,
+    available: Sequence[str],
+    python: str,
+    decisions: list[str],
+    *,
+    dated: bool,
+    base_commit: str,
+    added: Sequence[str],
+) -> list[Recipe]:
+    """The recipes of one Python (`recipes_for`), most faithful first; `decisions` grows with why."""
     if dated and not pytest_without(python, when, decl.shadows):
         # No pytest that this Python runs leaves the tree's own copy of its dependency alone (attrs of
         # 2015 under 3.6): the oldest newer Python that runs one, where the repository allows it.
+        python3s = [v for v in available if v != "2.7"]
         newer = (v for v in _usable(decl, python3s) if _version_tuple(v) > _version_tuple(python))
         python = next((v for v in newer if pytest_without(v, when, decl.shadows)), python)
     dated_here = dated and python != "2.7"
     pytest_pin = pytest_requirement(python, when, decl.shadows) if dated else "pytest"
-    added = [r for r in patch_test_requirements(tree, patches) if r not in decl.test_requirements]
     if added:
         decisions.append(f"test requirements the row's patches add: {', '.join(added)}")
     test_requirements = (*decl.test_requirements, *added)
