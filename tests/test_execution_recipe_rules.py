@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -395,17 +396,24 @@ def test_a_requirement_named_by_a_url_is_taken_as_its_release(tmp_path: Path) ->
     )
 
 
+def _uv_installs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: Callable[..., None]) -> EnvManager:
+    """An environment manager whose installs go through uv into a Python 3 venv at tmp_path/env, each
+    install step handed to `step` instead of run."""
+    manager = EnvManager(tmp_path / "cache")
+    (tmp_path / "env" / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "env" / "venv" / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.setattr(manager, "_uv", lambda: "/usr/bin/uv")
+    monkeypatch.setattr(manager, "_pip_step", step)
+    return manager
+
+
 def test_nose_is_resolved_without_the_cutoff_like_the_build_tools(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # nose before 1.3.7 reaches Python 3 only through 2to3 at build, which today's setuptools does not
     # run: bleach's tests of December 2014 stopped at a SyntaxError in nose/core.py.
-    manager = EnvManager(tmp_path / "cache")
-    (tmp_path / "env" / "venv" / "bin").mkdir(parents=True)
-    (tmp_path / "env" / "venv" / "bin" / "python").symlink_to(sys.executable)  # a Python 3 venv
     commands: list[list[str]] = []
-    monkeypatch.setattr(manager, "_uv", lambda: "/usr/bin/uv")
-    monkeypatch.setattr(manager, "_pip_step", lambda env, owner, cmd, cwd: commands.append(cmd))
+    manager = _uv_installs(tmp_path, monkeypatch, lambda env, owner, cmd, cwd: commands.append(cmd))
     manager._install(tmp_path / "env", "acme/old", ["nose", "six"], tmp_path, "2014-12-01")
     exempt = {a.split("=")[1] for a in commands[0] if a.startswith("--exclude-newer-package=")}
     assert exempt == {"setuptools", "wheel", "nose"}
@@ -417,9 +425,6 @@ def test_a_build_refused_for_its_2to3_is_tried_once_more_with_a_setuptools_that_
 ) -> None:
     # jsonpickle's tests of 2013 pin feedparser==5.1.3, an sdist whose setup.py asks for 2to3:
     # setuptools >= 58 stops the build with "use_2to3 is invalid".
-    manager = EnvManager(tmp_path / "cache")
-    (tmp_path / "env" / "venv" / "bin").mkdir(parents=True)
-    (tmp_path / "env" / "venv" / "bin" / "python").symlink_to(sys.executable)
     commands: list[list[str]] = []
 
     def step(env: Path, owner: str, cmd: list[str], cwd: Path) -> None:
@@ -427,8 +432,7 @@ def test_a_build_refused_for_its_2to3_is_tried_once_more_with_a_setuptools_that_
         if "--build-constraints" not in cmd:
             raise EnvSetupError(f"... error in feedparser setup command: {failure}")
 
-    monkeypatch.setattr(manager, "_uv", lambda: "/usr/bin/uv")
-    monkeypatch.setattr(manager, "_pip_step", step)
+    manager = _uv_installs(tmp_path, monkeypatch, step)
     failure = "use_2to3 is invalid."
     manager._install(tmp_path / "env", "acme/old", ["feedparser==5.1.3"], tmp_path, "2013-06-01")
     assert len(commands) == 2 and commands[1][-1] == "feedparser==5.1.3"

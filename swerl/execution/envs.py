@@ -551,17 +551,16 @@ class EnvManager:
             dated = ["--exclude-newer", cutoff]
             dated += [f"--exclude-newer-package={tool}={today}" for tool in UNDATED]
         python = str(env / "venv" / "bin" / "python")
-        command = [uv, "pip", "install", "-q", "--python", python, *dated, *args]
+        install = [uv, "pip", "install", "-q"]
+        what = ["--python", python, *dated, *args]
         try:
-            self._pip_step(env, owner, command, cwd)
+            self._pip_step(env, owner, [*install, *what], cwd)
         except EnvSetupError as err:
             if USE_2TO3_REFUSED not in str(err):
                 raise
             constraints = env / "build-constraints.txt"
             constraints.write_text(f"{SETUPTOOLS_WITH_2TO3}\n", encoding="utf-8")
-            self._pip_step(
-                env, owner, [*command[:4], "--build-constraints", str(constraints), *command[4:]], cwd
-            )
+            self._pip_step(env, owner, [*install, "--build-constraints", str(constraints), *what], cwd)
 
     def _uv(self) -> str | None:
         """uv, for installs as of a date: on PATH, else installed once into a tool venv of our own."""

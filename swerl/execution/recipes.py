@@ -38,7 +38,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 
 from swerl.edit_format.patch import PatchApplyError, apply_patch_to_contents
 from swerl.errors import UserError
@@ -979,9 +981,6 @@ def merge_requirements(lines: Sequence[str]) -> tuple[str, ...]:
     whole install ("Double requirement given"). Lines named once stay as written (a recipe's
     requirements are part of its environment's identity); a line that does not parse as a requirement
     (an option) or names a URL stays as it is, in its place."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
     merged: dict[object, list[Any]] = {}  # key -> [line as written, parsed or None]
     for line in lines:
         try:
