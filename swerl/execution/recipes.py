@@ -45,7 +45,7 @@ from packaging.utils import canonicalize_name
 from swerl.edit_format.patch import PatchApplyError, apply_patch_to_contents
 from swerl.errors import UserError
 from swerl.execution.uninstalled import install_outputs, read_or_empty, setup_literal
-from swerl.path_kinds import is_test_module
+from swerl.path_kinds import is_test_module, is_vendored_path
 
 PYTHON_RELEASES: dict[str, dt.date] = {
     "2.7": dt.date(2010, 7, 3),
@@ -786,12 +786,6 @@ _NOT_THE_CODE = frozenset(("setup.py", "ez_setup.py", "distribute_setup.py", "bo
 copied into many projects (setuptools' ez_setup.py downloads with `urllib2` in a function)."""
 
 
-VENDORED_DIRS = frozenset(("packages", "_vendor", "vendor", "vendored", "extern", "externals", "third_party"))
-"""Directories of other projects' code copied into a package (tablib's `packages/dbfpy`, requests'
-`packages/urllib3`): a copy often comes as one twin per Python (`dbfpy` beside `dbfpy3`), imported by a
-version switch, so its Python 2 twin says nothing about the package's own code."""
-
-
 def _is_test_file(name: str) -> bool:
     """A module a test run collects or starts from: its name says test (`test_x.py`, `x_test.py`,
     jsonpickle's `util_tests.py` and `runtests.py`), or it is pytest's conftest.py or a package's
@@ -807,18 +801,20 @@ _NOT_IMPORTED_DIRS = re.compile(r"bench|docs?$|examples?$")
 
 def _code_files(root: Path) -> list[Path]:
     """The Python files a test run imports: the packages' modules (src/ and the top-level packages, less
-    vendored copies, `VENDORED_DIRS`, and packages of benchmarks, docs and examples) and the test
-    directories' test modules (`_is_test_file`). Not the scripts beside them that no test imports:
-    benchmarks (jsonpickle's `tests/benchmark.py`, which only Python 2 parses, in a package that runs
-    on both), tooling at the root. Files at the root count when they are tests, or when the root holds
-    no package (a one-module project's module is there)."""
+    packages of benchmarks, docs and examples) and the test directories' test modules
+    (`_is_test_file`). Not what no test imports: benchmarks (jsonpickle's `tests/benchmark.py`, which
+    only Python 2 parses, in a package that runs on both), tooling at the root, vendored copies
+    (`is_vendored_path`: tablib's `packages/dbfpy` comes as one twin per Python beside `dbfpy3`,
+    chosen by a version switch, so its Python 2 twin says nothing about the package's own code).
+    Files at the root count when they are tests, or when the root holds no package (a one-module
+    project's module is there)."""
     packages = [p for p in _package_dirs(root) if not _NOT_IMPORTED_DIRS.match(p)]
     within = [
         p
         for top in dict.fromkeys(root / d for d in ("src", *packages, *_TEST_DIRS))
         if top.is_dir()
         for p in top.rglob("*.py")
-        if not VENDORED_DIRS.intersection(p.relative_to(top).parts[:-1])
+        if not is_vendored_path(p.relative_to(root).as_posix(), nested_packages=True)
         and (top.name not in _TEST_DIRS or _is_test_file(p.name))
     ]
     one_module = not packages and not (root / "src").is_dir()
