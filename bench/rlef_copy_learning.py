@@ -66,7 +66,7 @@ def repository_examples(tokenizer: Any, rows: Path, clones: Path, cache: Path, p
     (the local backend, pytest), then the gold answer. Every row of a constant shows the same prompt and
     the same feedback, so one row per constant holds every distinct dialog."""
     from swerl.environments.repository import repository_judge, repository_tasks
-    from swerl.environments.warmup import fix_dialogs, guessed_answers, last_integer, repository_reference
+    from swerl.environments.warmup import fix_dialogs, guess_cases, last_integer, repository_reference
     from swerl.execution.local import cached_backend
     from swerl.reward.execution import ExecutionReward
     from swerl.trainers.data import row_messages
@@ -82,7 +82,7 @@ def repository_examples(tokenizer: Any, rows: Path, clones: Path, cache: Path, p
     cases = []
     for task in one_each.values():
         reference = repository_reference(task)
-        cases += [(task, wrong, reference) for wrong in guessed_answers(reference, constants)]
+        cases += guess_cases(task, reference, constants, constants)
 
     def answer_ids(task: Any, text: str) -> list[int]:
         suffix = answer_suffix(tokenizer, task.messages(), text)

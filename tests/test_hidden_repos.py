@@ -94,6 +94,8 @@ def test_repository_warmup_shows_the_real_feedback_then_the_fix_or_the_guess(tmp
         sft_fix_dialogs=True,
         sft_fix_guessed_constants=1,
         sft_fix_feedback_rate=0.5,
+        sft_fix_turns=2,
+        sft_fix_retry="resubmit",
         seed=0,
         max_seq_length=4096,
     )

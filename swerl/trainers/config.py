@@ -442,9 +442,17 @@ class RLEFConfig(ExecutionConfig, TrainConfig):
         sft_fix_guessed_constants: also that many corruptions per problem whose last integer constant is
             another training problem's (a guess), so a fix must read the constant from the feedback. For
             repository rows these are the only corruptions (`swerl.environments.warmup`).
-        sft_fix_feedback_rate: the share of the warm-up's second turns whose target is the fix; the rest
-            resubmit the wrong answer unchanged. Below 1 the start policy uses the feedback only
-            sometimes, which RL can amplify (docs/rlef.md, the hidden-constant demonstration).
+        sft_fix_feedback_rate: the share of the warm-up's later turns whose target is the fix; the rest
+            answer without the feedback (`sft_fix_retry`). Below 1 the start policy uses the feedback
+            only sometimes, which RL can amplify (docs/rlef.md, the hidden-constant demonstration).
+        sft_fix_turns: repository rows: the warm-up's longest dialog in answers; 2 shows second turns
+            only, 3 also third turns after two wrong guesses, so the start policy has seen every turn
+            an episode of 3 answers has (at most max_turns).
+        sft_fix_retry: repository rows: the target of a later turn that does not show the fix:
+            "resubmit" the last wrong answer, or "guess" a constant not tried yet (any of the training
+            rows', the right one included), as a policy blind to the feedback would. With "guess" the
+            start policy already gets what fresh guesses get, so training can gain only by reading
+            the feedback: random feedback has nothing left to teach (docs/rlef.md).
         eval_samples: dialogs per held-out problem for the before/after 1@3 report.
         eval_temperature: sampling temperature of those dialogs.
         eval_random_feedback: also report 1@3 with random feedback (the paper's ablation), before and
@@ -479,6 +487,8 @@ class RLEFConfig(ExecutionConfig, TrainConfig):
     sft_fix_constant: bool = True
     sft_fix_guessed_constants: NonNegativeInt = 0
     sft_fix_feedback_rate: UnitInterval = 1.0
+    sft_fix_turns: Annotated[int, Ge(2)] = 2
+    sft_fix_retry: Literal["resubmit", "guess"] = "resubmit"
     eval_samples: PositiveInt = 6
     eval_temperature: NonNegativeFloat = 1.0
     eval_random_feedback: bool = False
@@ -502,6 +512,13 @@ class RLEFConfig(ExecutionConfig, TrainConfig):
                     "the warmed-up model; warm up in a separate SFT run and start RLEF from its model",
                 )
             )
+        if self.sft_fix_turns > max(self.max_turns, 2):
+            found.append(("sft_fix_turns", f"must be at most max_turns ({self.max_turns})"))
+        if self.task_source != "repository":
+            if self.sft_fix_turns != 2:
+                found.append(("sft_fix_turns", "only repository rows warm up on third turns; leave it at 2"))
+            if self.sft_fix_retry != "resubmit":
+                found.append(("sft_fix_retry", "only repository rows warm up on fresh guesses"))
         return found
 
     def missing_inputs(self) -> list[tuple[str, str]]:

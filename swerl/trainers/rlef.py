@@ -531,14 +531,15 @@ def repository_warmup_pairs(
     tokenizer: Any, tasks: Sequence[RepositoryTask], config: RLEFConfig, judge: Judge | None
 ) -> list[tuple[list[int], list[int]]]:
     """The warm-up of repository tasks: first turns with each row's gold answer (`repository_reference`),
-    and with `sft_fix_dialogs` (and a judge) second turns after a wrong constant: the gold answer with
+    and with `sft_fix_dialogs` (and a judge) later turns after wrong constants: the gold answer with
     `sft_fix_guessed_constants` other rows' constants in place of its own, each followed by its real
-    feedback from the row's public tests, then the fix in a share `sft_fix_feedback_rate` and the wrong
-    answer again in the rest (`swerl.environments.warmup.fix_dialogs`). The hidden-constant rows'
-    analog of the contest warm-up; rows whose gold answer has no integer constant get first turns only."""
+    feedback from the row's public tests, then the fix in a share `sft_fix_feedback_rate` and in the
+    rest `sft_fix_retry` (the guess again, or a fresh one), in dialogs of up to `sft_fix_turns` answers
+    (`swerl.environments.warmup.guess_cases`, `fix_dialogs`). The hidden-constant rows' analog of the
+    contest warm-up; rows whose gold answer has no integer constant get first turns only."""
     from functools import partial
 
-    from swerl.environments.warmup import fix_dialogs, guessed_answers, last_integer, repository_reference
+    from swerl.environments.warmup import fix_dialogs, guess_cases, last_integer, repository_reference
 
     answer_ids = partial(answer_text_ids, tokenizer)
     renderer = ChatRenderer(tokenizer)
@@ -554,7 +555,8 @@ def repository_warmup_pairs(
             continue
         others = [c for c in pool if c != last_integer(reference)]
         drawn = rng.sample(others, min(config.sft_fix_guessed_constants, len(others)))
-        cases += [(task, wrong, reference) for wrong in guessed_answers(reference, drawn)]
+        turns, retry = config.sft_fix_turns, config.sft_fix_retry
+        cases += guess_cases(task, reference, drawn, pool, turns, retry, rng)
     fixes = fix_dialogs(renderer, cases, judge, answer_ids, config.sft_fix_feedback_rate, rng)
     return pairs + [(c, t) for c, t in fixes if len(c) + len(t) <= config.max_seq_length]
 
