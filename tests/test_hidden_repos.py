@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from calc_repo import ISOLATION
 
@@ -72,34 +74,40 @@ def test_family_rows_hide_the_constant_and_grade_it_on_other_inputs(tmp_path: Pa
     assert all(gold.passed(t) for t in every_test), gold.log
 
 
-def test_repository_warmup_shows_the_real_feedback_then_the_fix_or_the_guess(tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
+def _warmup_setup(tmp_path: Path, count: int, **options: object) -> tuple[list, Any, Any, Any]:
+    """The first `count` rows of a family (k = 2, 3, ...) as tasks judged by real pytest runs, a tiny
+    model's tokenizer, and a warm-up config with `options`."""
     from swerl.environments.repository import repository_judge, repository_tasks
     from swerl.models.loading import load_model_and_tokenizer
     from swerl.models.tiny import build_tiny_model
     from swerl.reward.execution import ExecutionReward
     from swerl.trainers.data import row_messages
-    from swerl.trainers.rlef import repository_warmup_pairs
 
     paths = write_family(tmp_path / "family", train_per_k=1, test_per_k=0, seed=1)
     rows = [json.loads(line) for line in paths["train"].read_text().splitlines()]
     repos = RepoCache(tmp_path / "repos", mirror_dir=paths["clones"], offline=True)
     backend = LocalBackend(repos, EnvManager(tmp_path / "envs"), isolation=ISOLATION, timeout_s=120)
     reward = ExecutionReward(backend, workers=2)
-    tasks = repository_tasks(rows, reward, row_messages).tasks[:2]  # k = 2 and k = 3
-    assert [t.public_tests for t in tasks] == [(PUBLIC_TEST,)] * 2
+    tasks = repository_tasks(rows, reward, row_messages).tasks[:count]
+    assert [t.public_tests for t in tasks] == [(PUBLIC_TEST,)] * count
     _, tokenizer = load_model_and_tokenizer(str(build_tiny_model(tmp_path / "tiny")))
-    config = SimpleNamespace(
-        sft_fix_dialogs=True,
-        sft_fix_guessed_constants=1,
-        sft_fix_feedback_rate=0.5,
-        sft_fix_turns=2,
-        sft_fix_retry="resubmit",
-        seed=0,
-        max_seq_length=4096,
-    )
-    pairs = repository_warmup_pairs(tokenizer, tasks, config, repository_judge(reward))
+    defaults = {
+        "sft_fix_dialogs": True,
+        "sft_fix_turns": 2,
+        "sft_fix_retry": "resubmit",
+        "seed": 0,
+        "max_seq_length": 4096,
+    }
+    return tasks, tokenizer, SimpleNamespace(**{**defaults, **options}), repository_judge(reward)
+
+
+def test_repository_warmup_shows_the_real_feedback_then_the_fix_or_the_guess(tmp_path: Path) -> None:
+    from swerl.trainers.rlef import repository_warmup_pairs
+
+    tasks, tokenizer, config, judge = _warmup_setup(
+        tmp_path, 2, sft_fix_guessed_constants=1, sft_fix_feedback_rate=0.5
+    )  # k = 2 and k = 3
+    pairs = repository_warmup_pairs(tokenizer, tasks, config, judge)
     first, fixes = pairs[:2], pairs[2:]
     assert tokenizer.decode(first[0][1]).count("OFFSET = 2") == 1  # the gold answer, k = 2
     assert len(fixes) == 2  # one guessed constant each (the other task's), each really failing
@@ -112,3 +120,34 @@ def test_repository_warmup_shows_the_real_feedback_then_the_fix_or_the_guess(tmp
             + tokenizer.decode(target).count(f"OFFSET = {guess}")
             == 1
         )  # the fix, or the guess again
+
+
+def test_repository_warmup_third_turns_answer_a_fresh_guess_when_not_fixing(tmp_path: Path) -> None:
+    """`sft_fix_turns` 3 adds dialogs after two wrong guesses, each with its real failure; with
+    `sft_fix_retry` "guess" an answer that does not fix is a constant not tried yet, never a resubmission."""
+    import re
+
+    from swerl.trainers.rlef import repository_warmup_pairs
+
+    tasks, tokenizer, config, judge = _warmup_setup(
+        tmp_path,
+        3,
+        sft_fix_guessed_constants=2,
+        sft_fix_feedback_rate=0.0,
+        sft_fix_turns=3,
+        sft_fix_retry="guess",
+    )  # k = 2, 3, 4
+    pairs = repository_warmup_pairs(tokenizer, tasks, config, judge)
+    assert len(pairs) == 3 + 3 * 2 + 3 * 1  # first turns, second turns after each guess, one third turn each
+    seen = {2: 0, 3: 0}
+    for context, target in pairs[3:]:
+        shown = tokenizer.decode(context)
+        k = int(re.findall(r"assert corrected\(0\) == (\d)", shown)[0])
+        tried = [int(g) for g in re.findall(r"assert (\d) == \d", shown)]
+        assert all(f"assert {g} == {k}" in shown for g in tried) and k not in tried
+        answered = [int(g) for g in re.findall(r"OFFSET = (\d)", tokenizer.decode(target)) if g != "0"]
+        assert len(answered) == 1 and answered[0] not in tried  # a fresh guess, never the last one again
+        seen[len(tried) + 1] += 1
+        if len(tried) == 2:
+            assert answered == [k]  # the only constant of three not tried yet
+    assert seen == {2: 6, 3: 3}

@@ -298,3 +298,16 @@ def test_eval_repository_can_keep_pass_to_pass_private(tmp_path: Path, calc: tup
         assert task.public_instance.pass_to_pass == tuple(public)
         assert task.public_instance.fail_to_pass == (PUBLIC,)
     assert instance.pass_to_pass
+
+
+def test_third_turn_and_fresh_guess_warmups_are_for_repository_rows_only() -> None:
+    from swerl.trainers.config import RLEFConfig
+
+    contest = RLEFConfig(sft_fix_turns=3, sft_fix_retry="guess")
+    assert {name for name, _ in contest.problems()} >= {"sft_fix_turns", "sft_fix_retry"}
+    repository = RLEFConfig(task_source="repository", sft_fix_turns=3, sft_fix_retry="guess")
+    assert not {name for name, _ in repository.problems()} & {"sft_fix_turns", "sft_fix_retry"}
+    longer = RLEFConfig(task_source="repository", sft_fix_turns=4)
+    assert ("sft_fix_turns", "must be at most max_turns (3)") in longer.problems()
+    one_turn = RLEFConfig(max_turns=1).problems()
+    assert not [name for name, _ in one_turn if name.startswith("sft")]  # the default warm-up stays valid
