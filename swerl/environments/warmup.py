@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from swerl.edit_format import apply_patch_to_contents, canonical_answer
 from swerl.environments.codecontests import (
@@ -111,7 +111,7 @@ def guess_cases(
     guesses: Sequence[int],
     pool: Sequence[int],
     turns: int = 2,
-    retry: str = "resubmit",
+    retry: Literal["resubmit", "guess"] = "resubmit",
     rng: random.Random | None = None,
 ) -> list[FixCase]:
     """The warm-up dialogs of a row whose constant no first answer can know: `reference` with each of
@@ -122,9 +122,9 @@ def guess_cases(
     fix its target is the last guess again (`retry` "resubmit") or, with "guess", a fresh one: a constant
     of `pool` not tried in the dialog, drawn by `rng`, the right one included, as a policy blind to the
     feedback would answer. Why fresh guesses: a start policy that resubmits leaves a gain that needs no
-    feedback (guessing anew pays 1 in 7 here), which training with random feedback finds as readily as
-    training with real feedback; a start policy that already guesses anew leaves only reading the
-    feedback to learn.
+    feedback (of 8 constants, a fresh guess after a wrong one is right 1 time in 7), which training with
+    random feedback finds as readily as training with real feedback; a start policy that already
+    guesses anew leaves only reading the feedback to learn.
     """
     rng = rng or random.Random(0)
     wrong = guessed_answers(reference, guesses)
