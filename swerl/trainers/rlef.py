@@ -549,13 +549,14 @@ def repository_warmup_pairs(
         return pairs
     rng = random.Random(config.seed)
     pool = list(dict.fromkeys(c for r in references if (c := last_integer(r)) is not None))
+    turns, retry = config.sft_fix_turns, config.sft_fix_retry
     cases = []
     for task, reference in zip(tasks, references, strict=True):
-        if last_integer(reference) is None:
+        own = last_integer(reference)
+        if own is None:
             continue
-        others = [c for c in pool if c != last_integer(reference)]
+        others = [c for c in pool if c != own]
         drawn = rng.sample(others, min(config.sft_fix_guessed_constants, len(others)))
-        turns, retry = config.sft_fix_turns, config.sft_fix_retry
         cases += guess_cases(task, reference, drawn, pool, turns, retry, rng)
     fixes = fix_dialogs(renderer, cases, judge, answer_ids, config.sft_fix_feedback_rate, rng)
     return pairs + [(c, t) for c, t in fixes if len(c) + len(t) <= config.max_seq_length]
